@@ -1,0 +1,210 @@
+"""Batches for tasks, formatted for the model kind, as pure functions of (seed, step).
+
+Token layout (one vocabulary for every kind): PAD, BOS, SEP, SLOT, then the task's symbols.
+
+* ``decoder``: ``BOS x1…xn SEP y1…ym`` shifted for next-token prediction; only the answer
+  tokens y are scored.
+* ``encoder`` (Chomsky-hierarchy style answer slots): ``x1…xn SEP SLOT×m``; the answer is read
+  at the m slots, bidirectionally.
+* ``encoder_decoder``: source ``x1…xn``; target ``BOS y1…y(m−1)`` predicting ``y1…ym``.
+
+All instances of a batch share one length, drawn per step, so no padding or masks are needed.
+
+Evaluation instances must never appear in training. Every input string is hashed; the strings
+whose hash falls in a reserved residue class (1 in ``HELD_OUT_MODULUS``) are held out: training
+redraws them and evaluation draws only them. Evaluation therefore uses a fixed seed, is disjoint
+from training at every length, and is identical for every PE, model and training seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch import Tensor
+
+from lengen.data.tasks import Task
+
+PAD, BOS, SEP, SLOT = 0, 1, 2, 3
+N_SPECIAL = 4
+IGNORE = -100  # cross-entropy ignore_index: unscored target positions
+HELD_OUT_MODULUS = 16
+MODEL_KINDS = ("decoder", "encoder", "encoder_decoder")
+_MAX_DRAW_ROUNDS = 64
+
+
+def mix_seed(*parts: int) -> int:
+    """Deterministic 63-bit seed from integers (e.g. seed, step)."""
+    state = 0x243F6A8885A308D3
+    for part in parts:
+        state = (state ^ (int(part) & 0xFFFFFFFFFFFFFFFF)) * 0x9E3779B97F4A7C15
+        state = (state ^ (state >> 29)) & 0xFFFFFFFFFFFFFFFF
+    return state & 0x7FFFFFFFFFFFFFFF
+
+
+def held_out(inputs: Tensor) -> Tensor:
+    """Which rows of inputs (B, n) are reserved for evaluation -> bool (B,)."""
+    length = inputs.shape[1]
+    generator = torch.Generator().manual_seed(mix_seed(0x5EED, length))
+    weights = torch.randint(1, 2**31 - 1, (length,), generator=generator)  # (n,)
+    h = ((inputs.long() + 1) * weights).sum(-1)  # (B,), < 2^63 for any realistic n
+    h = h * 0x9E3779B1  # int64 wrap-around mixes the high bits into the low ones
+    return ((h >> 17) % HELD_OUT_MODULUS) == 0
+
+
+def format_batch(inputs: Tensor, answers: Tensor, model_kind: str) -> dict:
+    """inputs (B, n), answers (B, m) as symbols -> {"inputs": {...}, "targets": (B, T)}."""
+    batch_size, n = inputs.shape
+    x, y = inputs + N_SPECIAL, answers + N_SPECIAL
+
+    def column(token: int, width: int = 1) -> Tensor:
+        return torch.full((batch_size, width), token, dtype=torch.long)
+
+    if model_kind == "decoder":
+        sequence = torch.cat([column(BOS), x, column(SEP), y], dim=1)  # (B, n+m+2)
+        targets = sequence[:, 1:].clone()  # (B, n+m+1)
+        targets[:, : n + 1] = IGNORE  # the prompt is given, not predicted
+        return {"inputs": {"tokens": sequence[:, :-1]}, "targets": targets}
+    if model_kind == "encoder":
+        m = y.shape[1]
+        tokens = torch.cat([x, column(SEP), column(SLOT, m)], dim=1)  # (B, n+1+m)
+        targets = torch.cat([column(IGNORE, n + 1), y], dim=1)
+        return {"inputs": {"tokens": tokens}, "targets": targets}
+    if model_kind == "encoder_decoder":
+        target_in = torch.cat([column(BOS), y[:, :-1]], dim=1)  # (B, m)
+        return {"inputs": {"src": x, "tgt": target_in}, "targets": y}
+    raise ValueError(f"model kind must be one of {', '.join(MODEL_KINDS)}; got {model_kind!r}")
+
+
+def max_position(batch: dict) -> int:
+    """Positions the model sees for this batch: the longest sequence it processes."""
+    return max(t.shape[1] for t in batch["inputs"].values())
+
+
+class TaskData:
+    """Training, validation and evaluation batches of one task for one model kind.
+
+    Args:
+        task: the generator.
+        len: the longest training length (``data.len``); training lengths are drawn uniformly
+            from ``min_len`` … ``len`` per step.
+        min_len: the shortest training length.
+        batch_size: training batch size.
+        val_samples: in-distribution validation instances (at length ``len``).
+        model_kind: ``decoder``, ``encoder`` or ``encoder_decoder`` (given by the run).
+        seed: the training seed.
+        eval_seed: the fixed seed of validation and evaluation instances.
+    """
+
+    def __init__(
+        self,
+        *,
+        task: Task,
+        len: int,  # noqa: A002 - the contract's key is data.len
+        min_len: int = 1,
+        batch_size: int = 64,
+        val_samples: int = 256,
+        model_kind: str = "decoder",
+        seed: int = 0,
+        eval_seed: int = 1234,
+    ) -> None:
+        if model_kind not in MODEL_KINDS:
+            raise ValueError(
+                f"model kind must be one of {', '.join(MODEL_KINDS)}; got {model_kind!r}"
+            )
+        for key, value in (
+            ("data.len", len),
+            ("data.min_len", min_len),
+            ("data.batch_size", batch_size),
+            ("data.val_samples", val_samples),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{key} must be a positive integer, got {value!r}")
+        if min_len > len:
+            raise ValueError(f"data.min_len must be <= data.len, got {min_len} > {len}")
+        self.task = task
+        self.train_len = len
+        self.min_len = min_len
+        self.batch_size = batch_size
+        self.val_samples = val_samples
+        self.model_kind = model_kind
+        self.seed = seed
+        self.eval_seed = eval_seed
+
+    @property
+    def vocab_size(self) -> int:
+        return N_SPECIAL + self.task.n_symbols
+
+    def max_position(self, length: int) -> int:
+        """Positions a model of this kind sees for instances of this length."""
+        probe = torch.zeros(1, length, dtype=torch.long)
+        answers = torch.zeros(1, self.task.answer_length(length), dtype=torch.long)
+        return max_position(format_batch(probe, answers, self.model_kind))
+
+    # -- training ---------------------------------------------------------------------------
+    def train_length(self, step: int) -> int:
+        generator = torch.Generator().manual_seed(mix_seed(self.seed, step, 0))
+        return int(torch.randint(self.min_len, self.train_len + 1, (1,), generator=generator))
+
+    def train_batch(self, step: int) -> dict:
+        """The training batch of this step: a pure function of (seed, step)."""
+        length = self.train_length(step)
+        generator = torch.Generator().manual_seed(mix_seed(self.seed, step, 1))
+        inputs = self.task.sample_inputs(length, self.batch_size, generator)
+        for _ in range(_MAX_DRAW_ROUNDS):  # redraw the rows reserved for evaluation
+            reserved = held_out(inputs)
+            if not reserved.any():
+                break
+            redraw = self.task.sample_inputs(length, int(reserved.sum()), generator)
+            inputs[reserved] = redraw
+        else:
+            raise RuntimeError(f"could not draw training instances of length {length}")
+        return format_batch(inputs, self.task.solve(inputs), self.model_kind)
+
+    def train_batches(self, start_step: int = 0) -> Iterator[dict]:
+        step = start_step
+        while True:
+            yield self.train_batch(step)
+            step += 1
+
+    # -- held-out instances -----------------------------------------------------------------
+    def held_out_inputs(self, length: int, samples: int, seed: int) -> Tensor:
+        """``samples`` held-out inputs of exactly this length -> (samples, length)."""
+        generator = torch.Generator().manual_seed(mix_seed(seed, length))
+        kept: list[Tensor] = []
+        found = 0
+        # candidates per round: enough for all samples at once, capped at ~4M symbols of memory
+        draw = max(4 * HELD_OUT_MODULUS, min(4 * HELD_OUT_MODULUS * samples, (1 << 22) // length))
+        rounds = _MAX_DRAW_ROUNDS + 4 * (HELD_OUT_MODULUS * samples // draw)
+        for _ in range(rounds):
+            candidates = self.task.sample_inputs(length, draw, generator)
+            chosen = candidates[held_out(candidates)]
+            kept.append(chosen)
+            found += len(chosen)
+            if found >= samples:
+                return torch.cat(kept)[:samples]
+        raise ValueError(
+            f"cannot draw {samples} held-out instances of length {length} "
+            f"(too few distinct strings); use a longer length or a larger alphabet"
+        )
+
+    def eval_batches(self, length: int, samples: int, batch_size: int, seed: int | None = None):
+        """Formatted evaluation batches at one exact length, from the fixed evaluation seed."""
+        inputs = self.held_out_inputs(length, samples, self.eval_seed if seed is None else seed)
+        for chunk in inputs.split(batch_size):
+            yield format_batch(chunk, self.task.solve(chunk), self.model_kind)
+
+    def val_batches(self) -> list[dict]:
+        """In-distribution validation at the training length (a seed apart from evaluation)."""
+        return list(
+            self.eval_batches(self.train_len, self.val_samples, self.batch_size, self.eval_seed + 1)
+        )
+
+    def describe(self) -> dict:
+        return {
+            "task": self.task.name,
+            "train_lengths": [self.min_len, self.train_len],
+            "vocab_size": self.vocab_size,
+            "held_out_fraction": 1 / HELD_OUT_MODULUS,
+            **self.task.describe(),
+        }

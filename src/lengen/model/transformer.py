@@ -1,0 +1,224 @@
+"""Pre-LayerNorm Transformers: decoder-only, encoder-only and encoder–decoder.
+
+Each stack owns one positional encoding, built from the factory the run passes in (a partial
+that still needs ``d_model``, ``n_heads`` and ``causal``), and calls all three of its hooks:
+``embed`` on the input, ``rotate`` and the logit bias in every self-attention layer. The
+constructors take plain arguments so tests build models without Hydra.
+
+Token embeddings start at std d^-1/2 and are scaled by √d_model in the forward pass (Vaswani et
+al., §3.4), so tokens and added position signals (sinusoidal, learned) start at the same
+magnitude. With tied embeddings the final hidden state is scaled by d^-1/2 before the shared
+projection (as T5 does): otherwise each token's logit for itself starts near √d_model and the
+initial loss is several times ln(vocab).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from lengen.model.attention import MultiHeadAttention
+from lengen.pe.base import PositionalEncoding
+
+PEFactory = Callable[..., PositionalEncoding]
+
+
+class Block(nn.Module):
+    """Pre-LN block: self-attention, optional cross-attention, GELU MLP."""
+
+    def __init__(self, d_model, n_heads, d_ff, dropout, causal, cross_attention=False):
+        super().__init__()
+        self.norm_attn = nn.LayerNorm(d_model)
+        self.attn = MultiHeadAttention(d_model, n_heads, dropout, causal=causal, cross=False)
+        self.cross_attn = None
+        if cross_attention:
+            self.norm_cross = nn.LayerNorm(d_model)
+            self.cross_attn = MultiHeadAttention(
+                d_model, n_heads, dropout, causal=False, cross=True
+            )
+        self.norm_mlp = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, pe, positions, memory=None):
+        # x: (B, T, D), memory: (B, S, D) or None
+        x = x + self.dropout(self.attn(self.norm_attn(x), pe, positions))
+        if self.cross_attn is not None:
+            x = x + self.dropout(self.cross_attn(self.norm_cross(x), pe, positions, memory))
+        return x + self.dropout(self.mlp(self.norm_mlp(x)))
+
+
+class Stack(nn.Module):
+    """Positional encoding, n blocks, final LayerNorm."""
+
+    def __init__(
+        self,
+        pe: PEFactory,
+        *,
+        d_model,
+        n_layers,
+        n_heads,
+        d_ff,
+        dropout,
+        causal,
+        cross_attention=False,
+    ):
+        super().__init__()
+        self.causal = causal
+        self.pe = pe(d_model=d_model, n_heads=n_heads, causal=causal)
+        self.dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(
+            Block(d_model, n_heads, d_ff, dropout, causal, cross_attention) for _ in range(n_layers)
+        )
+        self.norm = nn.LayerNorm(d_model)
+
+    @property
+    def position_blind(self) -> bool:
+        """A bidirectional stack whose PE adds nothing cannot tell positions apart."""
+        return not self.causal and not self.pe.provides_positions
+
+    def forward(self, x: Tensor, positions: Tensor | None = None, memory=None) -> Tensor:
+        # x: (B, T, D) token embeddings; positions: (T,) defaults to 0 … T−1
+        if positions is None:
+            positions = torch.arange(x.shape[1], device=x.device)
+        x = self.dropout(self.pe.embed(x, positions))
+        for block in self.blocks:
+            x = block(x, self.pe, positions, memory)
+        return self.norm(x)
+
+
+class _Transformer(nn.Module):
+    """Shared embedding, output head and initialisation."""
+
+    kind = ""
+
+    def __init__(self, *, vocab_size, d_model, n_layers, n_heads, d_ff, dropout):
+        super().__init__()
+        for key, value in (
+            ("model.d_model", d_model),
+            ("model.n_layers", n_layers),
+            ("model.n_heads", n_heads),
+            ("model.d_ff", d_ff),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{key} must be a positive integer, got {value!r}")
+        if d_model % n_heads:
+            raise ValueError(
+                f"model.d_model must be divisible by model.n_heads, got {d_model} and {n_heads}"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"model.dropout must be in [0, 1), got {dropout}")
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.embed_scale = math.sqrt(d_model)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self.n_layers = n_layers
+        self.output_scale = 1.0
+
+    def _init(self, tie_embeddings: bool) -> None:
+        for name, module in self.named_modules():
+            if isinstance(module, nn.Linear):
+                # GPT-2: residual output projections shrink with depth
+                residual = name.endswith(("attn.out", "mlp.2"))
+                std = 0.02 / math.sqrt(2 * self.n_layers) if residual else 0.02
+                nn.init.normal_(module.weight, std=std)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        d_model = self.embedding.embedding_dim
+        nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
+        if tie_embeddings:
+            self.head.weight = self.embedding.weight
+            self.output_scale = d_model**-0.5
+
+    def project(self, hidden: Tensor) -> Tensor:
+        return self.head(hidden * self.output_scale)  # (B, T, V)
+
+    def embed(self, tokens: Tensor) -> Tensor:
+        return self.embedding(tokens) * self.embed_scale  # (B, T, D)
+
+    @property
+    def position_blind(self) -> bool:
+        return any(m.position_blind for m in self.modules() if isinstance(m, Stack))
+
+
+class DecoderOnly(_Transformer):
+    """Causal language model over the whole sequence."""
+
+    kind = "decoder"
+    causal = True
+
+    def __init__(
+        self,
+        *,
+        pe: PEFactory,
+        vocab_size: int,
+        d_model: int = 128,
+        n_layers: int = 2,
+        n_heads: int = 4,
+        d_ff: int = 512,
+        dropout: float = 0.0,
+        tie_embeddings: bool = False,
+    ):
+        sizes = dict(
+            d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff, dropout=dropout
+        )
+        super().__init__(vocab_size=vocab_size, **sizes)
+        self.stack = Stack(pe, causal=self.causal, **sizes)
+        self._init(tie_embeddings)
+
+    def forward(self, tokens: Tensor, positions: Tensor | None = None) -> Tensor:
+        # tokens: (B, T) -> logits (B, T, V)
+        return self.project(self.stack(self.embed(tokens), positions))
+
+
+class EncoderOnly(DecoderOnly):
+    """Bidirectional encoder; answers are read from answer slots (Chomsky-hierarchy style)."""
+
+    kind = "encoder"
+    causal = False
+
+
+class EncoderDecoder(_Transformer):
+    """Bidirectional encoder over the source, causal decoder with cross-attention.
+
+    Each stack has its own positional encoding in its self-attention (the encoder's built
+    non-causal, the decoder's causal); cross-attention is position-free (see
+    ``MultiHeadAttention``). Source and target share the token embedding and vocabulary.
+    """
+
+    kind = "encoder_decoder"
+
+    def __init__(
+        self,
+        *,
+        pe: PEFactory,
+        vocab_size: int,
+        d_model: int = 128,
+        n_layers: int = 2,
+        n_heads: int = 4,
+        d_ff: int = 512,
+        dropout: float = 0.0,
+        tie_embeddings: bool = False,
+        n_decoder_layers: int | None = None,
+    ):
+        sizes = dict(
+            d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff, dropout=dropout
+        )
+        super().__init__(vocab_size=vocab_size, **sizes)
+        self.encoder = Stack(pe, causal=False, **sizes)
+        sizes["n_layers"] = n_decoder_layers or n_layers
+        self.decoder = Stack(pe, causal=True, cross_attention=True, **sizes)
+        self._init(tie_embeddings)
+
+    def forward(
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        src_positions: Tensor | None = None,
+        tgt_positions: Tensor | None = None,
+    ) -> Tensor:
+        # src: (B, S), tgt: (B, T) -> logits (B, T, V)
+        memory = self.encoder(self.embed(src), src_positions)  # (B, S, D)
+        return self.project(self.decoder(self.embed(tgt), tgt_positions, memory))

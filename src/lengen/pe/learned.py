@@ -1,0 +1,79 @@
+"""Learned absolute position embeddings (Gehring et al., 2017; GPT, BERT).
+
+A learned table cannot represent positions past the rows it trained. What happens there is an
+explicit, recorded policy (``pe.policy``):
+
+* ``extend`` (default): the table is sized to the longest position evaluation needs; rows past
+  the training positions keep their random initialisation. This measures what such a model
+  actually does when fed longer inputs.
+* ``error``: the table holds the training positions only and any longer evaluation is refused
+  before training starts.
+"""
+
+from __future__ import annotations
+
+import math
+
+from torch import Tensor, nn
+
+from lengen.pe.base import PositionalEncoding
+
+POLICIES = ("extend", "error")
+
+
+class Learned(PositionalEncoding):
+    """A trainable (positions × d_model) table added to the token embeddings.
+
+    Args:
+        policy: ``extend`` or ``error`` (see module docstring).
+        table_size: rows of the table; null derives it from the policy.
+        init_std: std of the initial rows before the √d_model scale the model also applies to
+            token embeddings, so positions and tokens start at the same magnitude.
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: str = "extend",
+        table_size: int | None = None,
+        init_std: float | None = None,
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        if policy not in POLICIES:
+            raise ValueError(f"pe.policy must be one of {', '.join(POLICIES)}; got {policy!r}")
+        trained = self.train_positions
+        needed = max(p for p in (self.train_positions, self.max_positions, 1) if p is not None)
+        if table_size is None:
+            table_size = needed if policy == "extend" else (trained or needed)
+        if table_size < 1:
+            raise ValueError(f"pe.table_size must be a positive integer, got {table_size}")
+        if policy == "error" and needed > table_size:
+            raise ValueError(
+                f"pe.policy=error: evaluation needs {needed} positions but the learned table "
+                f"holds {table_size}; allowed: pe.policy=extend (untrained rows past training) "
+                f"or eval lengths within the table"
+            )
+        self.policy = policy
+        self.table = nn.Embedding(table_size, self.d_model)
+        nn.init.normal_(self.table.weight, std=init_std or self.d_model**-0.5)
+        self.scale = math.sqrt(self.d_model)
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        # x: (B, T, D); positions: (T,) or (B, T)
+        if int(positions.max()) >= self.table.num_embeddings:
+            raise ValueError(
+                f"pe=learned: position {int(positions.max())} is past the table "
+                f"({self.table.num_embeddings} rows); allowed: pe.policy=extend or shorter lengths"
+            )
+        return x + self.scale * self.table(positions).to(x.dtype)
+
+    def describe(self) -> dict:
+        return {
+            "policy": self.policy,
+            "table_size": self.table.num_embeddings,
+            "trained_positions": self.train_positions,
+        }
+
+
+__all__ = ["Learned", "POLICIES"]

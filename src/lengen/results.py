@@ -1,0 +1,127 @@
+"""The only code that knows the results.json schema (see DESIGN.md), and atomic writing."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+REQUIRED_KEYS = (
+    "pe",
+    "model",
+    "task",
+    "train_len",
+    "seed",
+    "n_params",
+    "train_tokens",
+    "provenance",
+    "eval",
+)
+ROW_KEYS = (
+    "length",
+    "in_distribution",
+    "max_position",
+    "protocol",
+    "n_examples",
+    "loss",
+    "accuracy",
+    "exact_match",
+    "ppl",
+)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write to a temporary name in the same folder, then rename over the target."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the usual file mode
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def git_commit() -> str:
+    """HEAD of the lengen checkout (with ``-dirty`` for uncommitted changes), or 'unknown'."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        return commit + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def provenance(device: str) -> dict:
+    import torch
+
+    from lengen import __version__
+
+    return {
+        "git_commit": git_commit(),
+        "lengen": __version__,
+        "torch": torch.__version__.split("+")[0],
+        "python": platform.python_version(),
+        "device": device,
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+    }
+
+
+def sort_rows(rows: list[dict]) -> list[dict]:
+    """Rows unique per (length, protocol), sorted by length."""
+    seen = {}
+    for row in rows:
+        seen[(row["length"], row["protocol"])] = row
+    return [seen[key] for key in sorted(seen)]
+
+
+def write_results(path: str | Path, results: dict) -> None:
+    missing = [key for key in REQUIRED_KEYS if key not in results]
+    if missing:
+        raise KeyError(f"results lack required keys: {missing}")
+    results = {**results, "eval": sort_rows(results["eval"])}
+    atomic_write_text(path, json.dumps(results, indent=2) + "\n")
+
+
+def load_results(path: str | Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def format_table(rows: list[dict], train_len: int | None = None) -> str:
+    """A plain-text per-length table for the terminal."""
+    header = f"{'length':>8} {'in-dist':>7} {'max_pos':>8} {'n':>6} {'loss':>9} {'accuracy':>9} {'exact':>7}"
+    lines = [header, "-" * len(header)]
+    for row in rows:
+
+        def fmt(value, width, digits):
+            return f"{value:>{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+
+        lines.append(
+            f"{row['length']:>8} {('yes' if row['in_distribution'] else 'no'):>7} "
+            f"{row['max_position']:>8} {row['n_examples']:>6} {fmt(row['loss'], 9, 4)} "
+            f"{fmt(row['accuracy'], 9, 4)} {fmt(row['exact_match'], 7, 3)}"
+        )
+    return "\n".join(lines)

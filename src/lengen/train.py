@@ -1,0 +1,179 @@
+"""``run(cfg)``: validate, build, fit, evaluate, write. The whole data flow in one place."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import warnings
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from lengen.config import ConfigError, eval_lengths, validate
+
+log = logging.getLogger("lengen")
+
+
+def instantiate_named(node: DictConfig, **kwargs):
+    """``hydra.utils.instantiate`` for group yamls, whose ``name:`` key is ours, not the target's."""
+    from hydra.utils import instantiate
+
+    node = OmegaConf.masked_copy(node, [k for k in node if k != "name"])
+    return instantiate(node, **kwargs)
+
+
+def model_kind(cfg: DictConfig) -> str:
+    from hydra.utils import get_class
+
+    return get_class(cfg.model._target_).kind
+
+
+def build(cfg: DictConfig):
+    """Data and model from a config -> (TaskData, model, eval lengths). Torch only.
+
+    The PE is wired in here, visibly: the pe yaml gives a partial; the run adds what the
+    table-based encodings need to know about lengths; the model supplies its sizes.
+    """
+    import torch
+
+    lengths = eval_lengths(cfg)
+    try:
+        data = instantiate_named(
+            cfg.data, model_kind=model_kind(cfg), seed=cfg.seed, eval_seed=cfg.eval.seed
+        )
+        pe = functools.partial(
+            instantiate_named(cfg.pe),
+            train_positions=data.max_position(data.train_len),
+            max_positions=max(data.max_position(length) for length in lengths),
+        )
+        torch.manual_seed(cfg.seed)
+        model = instantiate_named(cfg.model, pe=pe, vocab_size=data.vocab_size)
+    except ValueError as error:  # the components' own checks name the key
+        raise ConfigError(str(error)) from None
+    return data, model, lengths
+
+
+def resolve_run_dir(cfg: DictConfig, run_dir: str | Path | None) -> Path:
+    if run_dir is None:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            run_dir = HydraConfig.get().runtime.output_dir
+        elif "hydra" in cfg:
+            run_dir = cfg.hydra.run.dir
+        else:
+            raise ConfigError("hydra.run.dir is unknown: pass run_dir= to run() outside Hydra")
+    return Path(run_dir)
+
+
+def save_config(cfg: DictConfig, path: Path) -> None:
+    from lengen.results import atomic_write_text
+
+    container = OmegaConf.to_container(cfg, resolve=True)
+    container.pop("hydra", None)
+    atomic_write_text(path, OmegaConf.to_yaml(container))
+
+
+def position_warnings(model) -> list[str]:
+    if not model.position_blind:
+        return []
+    message = (
+        "a bidirectional stack without positional information cannot tell positions apart "
+        "(permutation-invariant); its results are labelled position_blind"
+    )
+    warnings.warn(message, stacklevel=2)
+    return [message]
+
+
+def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
+    """Train on lengths up to ``data.len``, evaluate at every eval length, write the run dir."""
+    validate(cfg)
+    run_dir = resolve_run_dir(cfg, run_dir)
+    results_path = run_dir / "results.json"
+    if results_path.exists():
+        raise ConfigError(
+            f"hydra.run.dir={run_dir} already holds a finished run (results.json); "
+            f"allowed: a new hydra.run.dir, or remove that directory yourself"
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")
+    data, model, lengths = build(cfg)
+    notes = position_warnings(model)
+
+    import pytorch_lightning as pl
+
+    from lengen.evaluate import evaluate
+    from lengen.lit import DataModule, LitModel
+    from lengen.loggers import log_results
+    from lengen.plots import plot_extrapolation
+    from lengen.results import format_table, provenance, write_results
+
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    config = OmegaConf.to_container(cfg, resolve=True)
+    config.pop("hydra", None)
+    lit = LitModel(model, cfg.optim, cfg.trainer.max_steps, config=config)
+    logger = instantiate_named(cfg.logger, save_dir=str(run_dir))
+    checkpoint_dir = run_dir / "checkpoints"
+    callbacks = [
+        pl.callbacks.ModelCheckpoint(
+            dirpath=checkpoint_dir, save_last=True, save_top_k=0, enable_version_counter=False
+        ),
+    ]
+    trainer = instantiate_named(
+        cfg.trainer, logger=logger, callbacks=callbacks, default_root_dir=str(run_dir)
+    )
+    if logger:
+        logger.log_hyperparams(config)
+    trainer.fit(lit, datamodule=DataModule(data))
+    save_checkpoint(trainer, checkpoint_dir / "last.ckpt")
+
+    device = trainer.strategy.root_device
+    rows = evaluate(
+        model.to(device),
+        data,
+        lengths,
+        samples=cfg.eval.samples,
+        max_tokens_per_batch=cfg.eval.max_tokens_per_batch,
+        protocol=cfg.eval.decoding,
+        progress=trainer.progress_bar_callback is not None,
+    )
+    stacks = [m for m in model.modules() if hasattr(m, "pe") and hasattr(m.pe, "describe")]
+    results = {
+        "pe": cfg.pe.name,
+        "model": cfg.model.name,
+        "task": cfg.data.name,
+        "train_len": cfg.data.len,
+        "seed": cfg.seed,
+        "n_params": sum(p.numel() for p in model.parameters()),
+        "train_tokens": lit.train_tokens,
+        "train_steps": trainer.global_step,
+        "position_blind": model.position_blind,
+        "warnings": notes,
+        "pe_info": stacks[0].pe.describe() if stacks else {},
+        "data": data.describe(),
+        "eval_settings": {"lengths": lengths, "samples": cfg.eval.samples, "seed": cfg.eval.seed},
+        "validation": {
+            k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
+        },
+        "provenance": provenance(device.type),
+        "eval": rows,
+    }
+    plot_path = run_dir / "extrapolation.png"
+    plot_extrapolation(results, plot_path)
+    write_results(results_path, results)
+    log_results(logger, rows, plot_path)
+    if logger:
+        logger.finalize("success")
+    print(
+        f"\n{results['task']} · {results['model']} · pe={results['pe']} · "
+        f"trained on lengths {data.min_len}–{data.train_len}\n{format_table(rows)}"
+    )
+    print(f"results: {results_path}")
+    return results
+
+
+def save_checkpoint(trainer, path: Path) -> None:
+    """Lightning checkpoint written under a temporary name, then renamed into place."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    trainer.save_checkpoint(tmp)
+    tmp.replace(path)

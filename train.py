@@ -1,0 +1,31 @@
+"""Train short, evaluate long: ``python train.py pe=rope data.len=16 [model=…] [-m …]``.
+
+A thin Hydra entry point; the work is ``lengen.train.run``. Config root: configs/train.yaml.
+"""
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from lengen.config import ConfigError, check_group_overrides
+
+
+@hydra.main(version_base="1.3", config_path="configs", config_name="train")
+def main(cfg: DictConfig) -> None:
+    from lengen.train import run
+
+    try:
+        run(cfg)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    try:  # unknown group choices fail here, before Hydra composes anything
+        check_group_overrides(sys.argv[1:])
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    main()
