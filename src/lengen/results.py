@@ -90,6 +90,34 @@ def provenance(device: str) -> dict:
     }
 
 
+def build_results(
+    cfg, model, data, rows: list[dict], *, train_tokens: int, device: str, extra: dict | None = None
+) -> dict:
+    """The results dictionary of a run (or a re-evaluation) from its config and model."""
+    encodings = [m.pe for m in model.modules() if hasattr(m, "pe")]
+    return {
+        "pe": cfg.pe.name,
+        "model": cfg.model.name,
+        "task": cfg.data.name,
+        "train_len": cfg.data.len,
+        "seed": cfg.seed,
+        "n_params": sum(p.numel() for p in model.parameters()),
+        "train_tokens": train_tokens,
+        "position_blind": model.position_blind,
+        "pe_info": encodings[0].describe() if encodings else {},
+        "data": data.describe(),
+        "eval_settings": {
+            "lengths": [row["length"] for row in rows],
+            "samples": cfg.eval.samples,
+            "seed": cfg.eval.seed,
+            "decoding": cfg.eval.decoding,
+        },
+        **(extra or {}),
+        "provenance": provenance(device),
+        "eval": sort_rows(rows),
+    }
+
+
 def sort_rows(rows: list[dict]) -> list[dict]:
     """Rows unique per (length, protocol), sorted by length."""
     seen = {}

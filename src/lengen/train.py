@@ -102,11 +102,8 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
 
     import pytorch_lightning as pl
 
-    from lengen.evaluate import evaluate
     from lengen.lit import DataModule, LitModel
     from lengen.loggers import log_results
-    from lengen.plots import plot_extrapolation
-    from lengen.results import format_table, provenance, write_results
 
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     config = OmegaConf.to_container(cfg, resolve=True)
@@ -127,7 +124,43 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     trainer.fit(lit, datamodule=DataModule(data))
     save_checkpoint(trainer, checkpoint_dir / "last.ckpt")
 
-    device = trainer.strategy.root_device
+    validation = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+    results = evaluate_and_write(
+        cfg,
+        model,
+        data,
+        lengths,
+        device=trainer.strategy.root_device,
+        results_path=results_path,
+        plot_path=run_dir / "extrapolation.png",
+        train_tokens=lit.train_tokens,
+        extra={"train_steps": trainer.global_step, "warnings": notes, "validation": validation},
+        progress=trainer.progress_bar_callback is not None,
+    )
+    log_results(logger, results["eval"], run_dir / "extrapolation.png")
+    if logger:
+        logger.finalize("success")
+    return results
+
+
+def evaluate_and_write(
+    cfg,
+    model,
+    data,
+    lengths,
+    *,
+    device,
+    results_path: Path,
+    plot_path: Path,
+    train_tokens: int,
+    extra: dict,
+    progress: bool = True,
+) -> dict:
+    """Evaluate at every length, then write the plot and results.json; print the table."""
+    from lengen.evaluate import evaluate
+    from lengen.plots import plot_extrapolation
+    from lengen.results import build_results, format_table, write_results
+
     rows = evaluate(
         model.to(device),
         data,
@@ -135,35 +168,13 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
         samples=cfg.eval.samples,
         max_tokens_per_batch=cfg.eval.max_tokens_per_batch,
         protocol=cfg.eval.decoding,
-        progress=trainer.progress_bar_callback is not None,
+        progress=progress,
     )
-    stacks = [m for m in model.modules() if hasattr(m, "pe") and hasattr(m.pe, "describe")]
-    results = {
-        "pe": cfg.pe.name,
-        "model": cfg.model.name,
-        "task": cfg.data.name,
-        "train_len": cfg.data.len,
-        "seed": cfg.seed,
-        "n_params": sum(p.numel() for p in model.parameters()),
-        "train_tokens": lit.train_tokens,
-        "train_steps": trainer.global_step,
-        "position_blind": model.position_blind,
-        "warnings": notes,
-        "pe_info": stacks[0].pe.describe() if stacks else {},
-        "data": data.describe(),
-        "eval_settings": {"lengths": lengths, "samples": cfg.eval.samples, "seed": cfg.eval.seed},
-        "validation": {
-            k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
-        },
-        "provenance": provenance(device.type),
-        "eval": rows,
-    }
-    plot_path = run_dir / "extrapolation.png"
+    results = build_results(
+        cfg, model, data, rows, train_tokens=train_tokens, device=device.type, extra=extra
+    )
     plot_extrapolation(results, plot_path)
     write_results(results_path, results)
-    log_results(logger, rows, plot_path)
-    if logger:
-        logger.finalize("success")
     print(
         f"\n{results['task']} · {results['model']} · pe={results['pe']} · "
         f"trained on lengths {data.min_len}–{data.train_len}\n{format_table(rows)}"

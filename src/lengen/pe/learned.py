@@ -68,6 +68,18 @@ class Learned(PositionalEncoding):
             )
         return x + self.scale * self.table(positions).to(x.dtype)
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # A checkpoint's table may be shorter than this run needs (eval.py at longer lengths):
+        # its rows fill the start of this table; the rest keep their initialisation, as the
+        # untrained rows of policy=extend do.
+        key = prefix + "table.weight"
+        saved = state_dict.get(key)
+        if saved is not None and saved.shape[0] < self.table.num_embeddings:
+            merged = self.table.weight.detach().clone()
+            merged[: saved.shape[0]] = saved
+            state_dict[key] = merged
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def describe(self) -> dict:
         return {
             "policy": self.policy,

@@ -1,0 +1,18 @@
+"""Re-evaluate a run: ``python eval.py run=<run dir> eval.lengths=[64,128] [tag=long]``.
+
+Writes ``results.<tag>.json`` and ``extrapolation.<tag>.png`` beside the run's results; nothing
+already there is overwritten. See ``lengen.reeval``.
+"""
+
+import sys
+
+from lengen.config import ConfigError
+
+if __name__ == "__main__":
+    from lengen.reeval import evaluate_run
+
+    try:
+        evaluate_run(sys.argv[1:])
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)

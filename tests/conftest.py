@@ -1,0 +1,39 @@
+"""Shared fixtures. Nothing in the suite touches the network or the home folder."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Offline everywhere, caches in a throwaway folder (see ../shared/MEASURED.md: without the two
+# OFFLINE variables datasets still tries a DNS query).
+_CACHE = tempfile.mkdtemp(prefix="lengen-test-cache-")
+for variable, value in {
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_HUB_OFFLINE": "1",
+    "HF_HOME": os.path.join(_CACHE, "hf"),
+    "WANDB_MODE": "offline",
+    "WANDB_DIR": os.path.join(_CACHE, "wandb"),
+    "WANDB_CACHE_DIR": os.path.join(_CACHE, "wandb-cache"),
+    "WANDB_CONFIG_DIR": os.path.join(_CACHE, "wandb-config"),
+    "TORCHINDUCTOR_CACHE_DIR": os.path.join(_CACHE, "inductor"),
+    "MPLBACKEND": "Agg",
+}.items():
+    os.environ[variable] = value
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """``../shared/data``: skipped where absent, a failure when LENGEN_REQUIRE_SHARED_DATA=1."""
+    if not SHARED_DATA.is_dir():
+        message = f"needs the shared text data at {SHARED_DATA} (absent in a plain clone)"
+        if os.environ.get("LENGEN_REQUIRE_SHARED_DATA") == "1":
+            pytest.fail(message + "; LENGEN_REQUIRE_SHARED_DATA=1 requires it")
+        pytest.skip(message)
+    return SHARED_DATA
