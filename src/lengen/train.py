@@ -48,9 +48,21 @@ def build(cfg: DictConfig):
         )
         torch.manual_seed(cfg.seed)
         model = instantiate_named(cfg.model, pe=pe, vocab_size=data.vocab_size)
-    except ValueError as error:  # the components' own checks name the key
-        raise ConfigError(str(error)) from None
+    except Exception as error:  # the components' own checks name the key
+        cause = _user_error(error)
+        if cause is None:
+            raise
+        raise ConfigError(str(cause)) from None
     return data, model, lengths
+
+
+def _user_error(error: BaseException) -> ValueError | None:
+    """The ValueError a component raised, unwrapped from Hydra's InstantiationException."""
+    while error is not None:
+        if isinstance(error, ValueError):
+            return error
+        error = error.__cause__
+    return None
 
 
 def resolve_run_dir(cfg: DictConfig, run_dir: str | Path | None) -> Path:

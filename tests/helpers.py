@@ -1,0 +1,21 @@
+"""Compose the real configs the way train.py does, without Hydra's runtime."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+def compose_train(*overrides: str, fast: bool = True) -> DictConfig:
+    """configs/train.yaml with overrides (and debug=fast unless fast=False)."""
+    extra = ["debug=fast"] if fast else []
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name="train", overrides=[*extra, *overrides])
+
+
+def yaml_choices(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))

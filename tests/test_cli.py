@@ -1,0 +1,74 @@
+"""The command line: bad input stops early with one clear line and no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import CONFIG_DIR
+
+ROOT = CONFIG_DIR.parent
+
+
+def train(*arguments: str, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *arguments],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "first_line_start", "must_mention"),
+    [
+        (["pe=ropee"], "error: pe=ropee", "alibi, learned, nope, rope, sinusoidal"),
+        (["-m", "pe=rope,alibii"], "error: pe=alibii", "rope"),
+        (["model=gpt"], "error: model=gpt", "decoder, encoder, encoder_decoder"),
+        (["model.n_heads=3"], "error: model.d_model must be divisible", "3"),
+        (["data.len=0"], "error: data.len must be a positive integer", "0"),
+        (["trainer.max_steps=-5"], "error: trainer.max_steps", "positive"),
+        (
+            ["model.d_model=12", "model.n_heads=4"],
+            "error: pe=rope needs an even head dimension",
+            "3",
+        ),
+    ],
+)
+def test_bad_input_gives_one_line_no_traceback(arguments, first_line_start, must_mention, tmp_path):
+    result = train(*arguments, f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/sweep")
+    assert result.returncode != 0
+    first_line = result.stderr.strip().splitlines()[0]
+    assert first_line.startswith(first_line_start), result.stderr
+    assert must_mention in first_line
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_train_cli_writes_run_dir_relative_to_cwd(tmp_path):
+    result = train(
+        "debug=fast", "data.len=4", "eval.factors=[1,2]", "hydra.run.dir=out/run", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    results = json.loads((tmp_path / "out/run/results.json").read_text())
+    assert [row["length"] for row in results["eval"]] == [4, 8]
+    assert results["provenance"]["command"].startswith("train.py debug=fast")
+    assert not (tmp_path / "lightning_logs").exists() and not (tmp_path / "wandb").exists()
+
+
+def test_eval_cli_rejects_missing_run(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "eval.py"), f"run={tmp_path}/nothing"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: run=")
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,136 @@
+"""Every yaml of every config group composes and instantiates (glob-driven: a new PE, task or
+recipe is covered without editing this file)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import CONFIG_DIR, compose_train, yaml_choices
+from lengen.config import ConfigError, check_group_overrides, eval_lengths, validate
+from lengen.pe.base import PositionalEncoding
+from lengen.train import build, instantiate_named, model_kind
+
+GROUPS = sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir() and p.name != "hydra")
+CHOICES = [(group, name) for group in GROUPS for name in yaml_choices(group)]
+
+
+def test_every_group_has_choices():
+    assert {"pe", "model", "data", "trainer", "logger", "eval"} <= set(GROUPS)
+    assert all(yaml_choices(group) for group in GROUPS)
+
+
+@pytest.mark.parametrize(("group", "name"), CHOICES, ids=[f"{g}={n}" for g, n in CHOICES])
+def test_choice_composes_and_validates(group, name):
+    cfg = compose_train(f"{group}={name}")
+    validate(cfg)
+    for key in ("pe", "model", "data", "trainer", "logger", "eval"):
+        assert isinstance(cfg[key].name, str) and cfg[key].name, f"{key} yaml lacks name:"
+
+
+@pytest.mark.parametrize(("group", "name"), CHOICES, ids=[f"{g}={n}" for g, n in CHOICES])
+def test_choice_instantiates(group, name, tmp_path):
+    cfg = compose_train(f"{group}={name}")
+    data, model, lengths = build(cfg)
+    assert model.kind == model_kind(cfg) == data.model_kind
+    logits = model(**data.train_batch(0)["inputs"])
+    assert torch.isfinite(logits).all()
+    logger = instantiate_named(cfg.logger, save_dir=str(tmp_path))
+    trainer = instantiate_named(cfg.trainer, logger=logger, default_root_dir=str(tmp_path))
+    assert trainer.max_steps == cfg.trainer.max_steps
+    if logger:
+        logger.finalize("success")
+
+
+@pytest.mark.parametrize("name", yaml_choices("pe"))
+def test_pe_yaml_is_a_partial_of_a_positional_encoding(name):
+    cfg = compose_train(f"pe={name}")
+    pe = instantiate_named(cfg.pe)(d_model=32, n_heads=4, causal=True, max_positions=64)
+    assert isinstance(pe, PositionalEncoding)
+
+
+@pytest.mark.parametrize("name", yaml_choices("pe"))
+def test_pe_name_matches_file(name):
+    assert compose_train(f"pe={name}").pe.name == name
+
+
+def test_default_config_is_the_demo():
+    cfg = compose_train(fast=False)
+    assert (cfg.pe.name, cfg.model.name, cfg.data.name, cfg.logger.name) == (
+        "rope",
+        "decoder",
+        "copy",
+        "csv",
+    )
+    assert cfg.resume is False and cfg.eval.lengths is None
+
+
+def test_eval_lengths_from_factors():
+    cfg = compose_train("data.len=12", "eval.factors=[1,2,4.5]")
+    assert eval_lengths(cfg) == [12, 24, 54]
+
+
+def test_eval_lengths_explicit_list_used_exactly_sorted():
+    cfg = compose_train("data.len=12", "eval.lengths=[40,7,12,40]", "eval.factors=[1,3]")
+    assert eval_lengths(cfg) == [7, 12, 40]
+
+
+def test_eval_factors_must_give_whole_lengths():
+    cfg = compose_train("data.len=15", "eval.factors=[0.5]")
+    with pytest.raises(ConfigError, match=r"^eval\.factors"):
+        eval_lengths(cfg)
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("data.len=0", "data.len"),
+        ("data.len=-3", "data.len"),
+        ("trainer.max_steps=0", "trainer.max_steps"),
+        ("model.n_heads=3", "model.d_model"),
+        ("model.dropout=1.0", "model.dropout"),
+        ("optim.lr=0", "optim.lr"),
+        ("eval.samples=0", "eval.samples"),
+        ("eval.decoding=beam", "eval.decoding"),
+        ("eval.lengths=[16,0]", "eval.lengths"),
+        ("resume=true", "resume"),
+        ("seed=-1", "seed"),
+    ],
+)
+def test_bad_generic_value_is_named(override, key):
+    with pytest.raises(ConfigError) as error:
+        validate(compose_train(override))
+    assert str(error.value).startswith(key)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (
+            ["pe=rope", "model.d_model=12", "model.n_heads=4"],
+            "pe=rope needs an even head dimension",
+        ),
+        (["pe=sinusoidal", "model.d_model=9", "model.n_heads=3"], "pe=sinusoidal needs an even"),
+        (["pe=rope", "pe.base=0.5"], "pe.base"),
+        (["pe=rope", "pe.layout=diagonal"], "pe.layout"),
+        (["pe=alibi", "pe.bidirectional=mirror"], "pe.bidirectional"),
+        (["pe=learned", "pe.policy=error"], "pe.policy"),
+        (["data.task.n_symbols=1"], "data.task.n_symbols"),
+        (["data.min_len=20", "data.len=10"], "data.min_len"),
+    ],
+)
+def test_bad_component_value_is_named(overrides, key):
+    with pytest.raises(ConfigError) as error:
+        build(compose_train(*overrides))
+    assert str(error.value).startswith(key)
+
+
+def test_unknown_group_choice_lists_allowed_values():
+    with pytest.raises(ConfigError) as error:
+        check_group_overrides(["pe=rope,ropey"])
+    first_line = str(error.value).splitlines()[0]
+    assert first_line.startswith("pe=ropey") and "alibi" in first_line and "rope" in first_line
+
+
+def test_known_group_choices_pass():
+    check_group_overrides(["pe=rope,alibi", "model=encoder", "data.len=8", "experiment=null"])

@@ -1,0 +1,181 @@
+"""Short end-to-end runs: every PE × model kind writes a complete run directory; eval.py adds a
+results file and leaves the original untouched; the default experiment learns (slow)."""
+
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+
+import pytest
+import torch
+import yaml
+
+from helpers import compose_train, yaml_choices
+from lengen.config import ConfigError
+from lengen.reeval import evaluate_run
+from lengen.results import REQUIRED_KEYS, ROW_KEYS
+from lengen.train import run
+
+KINDS = yaml_choices("model")
+PES = yaml_choices("pe")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """One short run per PE × model kind, shared by the tests below."""
+    done = {}
+    for model in KINDS:
+        for pe in PES:
+            run_dir = tmp_path_factory.mktemp(f"{model}-{pe}")
+            cfg = compose_train(f"pe={pe}", f"model={model}", "data.len=6", "eval.factors=[1,4]")
+            blind = pe == "nope" and model != "decoder"
+            with pytest.warns(UserWarning, match="position") if blind else nullcontext():
+                done[(model, pe)] = (run_dir, run(cfg, run_dir=run_dir))
+    return done
+
+
+PAIRS = [(m, p) for m in KINDS for p in PES]
+
+
+@pytest.mark.parametrize(("model", "pe"), PAIRS)
+def test_run_writes_complete_directory(runs, model, pe):
+    run_dir, _ = runs[(model, pe)]
+    for name in (
+        "config.yaml",
+        "results.json",
+        "extrapolation.png",
+        "checkpoints/last.ckpt",
+        "logs/metrics.csv",
+    ):
+        assert (run_dir / name).is_file(), name
+    assert not list(run_dir.rglob("*.tmp")), "temporary files left behind"
+
+
+@pytest.mark.parametrize(("model", "pe"), PAIRS)
+def test_results_follow_the_schema(runs, model, pe):
+    run_dir, returned = runs[(model, pe)]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results == json.loads(json.dumps(returned))
+    assert set(REQUIRED_KEYS) <= set(results)
+    assert (results["pe"], results["model"], results["task"]) == (pe, model, "copy")
+    assert results["train_len"] == 6 and results["n_params"] > 0 and results["train_tokens"] > 0
+    assert set(results["provenance"]) >= {"git_commit", "torch", "device", "command"}
+    assert [row["length"] for row in results["eval"]] == [6, 24]
+    for row in results["eval"]:
+        assert set(ROW_KEYS) <= set(row)
+        assert row["in_distribution"] == (row["length"] <= 6)
+        assert row["protocol"] == "teacher_forced" and row["ppl"] is None
+        assert row["n_examples"] == 8
+        assert 0.0 <= row["accuracy"] <= 1.0 and 0.0 <= row["exact_match"] <= 1.0
+
+
+def test_max_position_recorded_per_kind(runs):
+    rows = {model: runs[(model, "rope")][1]["eval"] for model in KINDS}
+    assert [r["max_position"] for r in rows["decoder"]] == [13, 49]
+    assert [r["max_position"] for r in rows["encoder"]] == [13, 49]
+    assert [r["max_position"] for r in rows["encoder_decoder"]] == [6, 24]
+
+
+def test_config_yaml_is_fully_resolved(runs):
+    run_dir, _ = runs[("decoder", "rope")]
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["data"]["len"] == 6 and saved["pe"]["name"] == "rope"
+    assert "${" not in (run_dir / "config.yaml").read_text()
+
+
+def test_nope_encoder_is_labelled_position_blind(runs):
+    assert runs[("encoder", "nope")][1]["position_blind"] is True
+    assert runs[("encoder", "nope")][1]["warnings"]
+    assert runs[("encoder_decoder", "nope")][1]["position_blind"] is True
+    assert runs[("decoder", "nope")][1]["position_blind"] is False
+
+
+def test_learned_policy_is_recorded(runs):
+    info = runs[("decoder", "learned")][1]["pe_info"]
+    assert info == {"policy": "extend", "table_size": 49, "trained_positions": 13}
+
+
+def test_checkpoint_carries_the_config(runs):
+    run_dir, _ = runs[("decoder", "alibi")]
+    checkpoint = torch.load(run_dir / "checkpoints/last.ckpt", weights_only=False)
+    assert checkpoint["lengen"]["config"]["pe"]["name"] == "alibi"
+
+
+def test_finished_run_directory_is_not_overwritten(runs):
+    run_dir, _ = runs[("decoder", "rope")]
+    before = (run_dir / "results.json").read_bytes()
+    with pytest.raises(ConfigError, match=r"^hydra\.run\.dir"):
+        run(compose_train(), run_dir=run_dir)
+    assert (run_dir / "results.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("model", KINDS)
+def test_eval_adds_results_and_keeps_the_original(runs, model):
+    run_dir, _ = runs[(model, "learned")]
+    before = (run_dir / "results.json").read_bytes()
+    results = evaluate_run([f"run={run_dir}", "eval.lengths=[3,30]", "tag=longer"])
+    assert (run_dir / "results.json").read_bytes() == before
+    written = json.loads((run_dir / "results.longer.json").read_text())
+    assert written == json.loads(json.dumps(results))
+    assert [row["length"] for row in written["eval"]] == [3, 30]
+    assert written["overrides"] == ["eval.lengths=[3,30]"]
+    assert set(REQUIRED_KEYS) <= set(written)
+
+
+def test_eval_never_overwrites_an_earlier_tag(runs):
+    run_dir, _ = runs[("decoder", "sinusoidal")]
+    evaluate_run([f"run={run_dir}", "tag=again"])
+    first = (run_dir / "results.again.json").read_bytes()
+    evaluate_run([f"run={run_dir}", "tag=again"])
+    assert (run_dir / "results.again.json").read_bytes() == first
+    assert (run_dir / "results.again-1.json").is_file()
+
+
+def test_eval_reproduces_the_training_run_numbers(runs):
+    run_dir, results = runs[("decoder", "rope")]
+    again = evaluate_run([f"run={run_dir}", "tag=same"])
+    for old, new in zip(results["eval"], again["eval"], strict=True):
+        assert new["accuracy"] == pytest.approx(old["accuracy"], abs=1e-6)
+        assert new["loss"] == pytest.approx(old["loss"], rel=1e-5)
+
+
+def test_eval_refuses_overrides_the_model_cannot_take(runs):
+    run_dir, _ = runs[("decoder", "rope")]
+    with pytest.raises(ConfigError, match="change the model"):
+        evaluate_run([f"run={run_dir}", "model.d_model=64"])
+
+
+def test_eval_refuses_a_directory_without_checkpoint(tmp_path, runs):
+    run_dir, _ = runs[("decoder", "rope")]
+    (tmp_path / "config.yaml").write_text((run_dir / "config.yaml").read_text())
+    with pytest.raises(ConfigError, match="never finished"):
+        evaluate_run([f"run={tmp_path}"])
+
+
+def test_learned_policy_error_refuses_before_training(tmp_path):
+    cfg = compose_train("pe=learned", "pe.policy=error", "data.len=6")
+    with pytest.raises(ConfigError, match=r"^pe\.policy"):
+        run(cfg, run_dir=tmp_path)
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_wandb_logger_writes_offline_inside_the_run_dir(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_DIR")
+    cfg = compose_train("logger=wandb", "data.len=4", "eval.factors=[1]")
+    run(cfg, run_dir=tmp_path)
+    assert list((tmp_path / "wandb").glob("offline-run-*/*.wandb"))
+
+
+def test_logger_none_writes_no_logs(tmp_path):
+    run(compose_train("logger=none", "data.len=4", "eval.factors=[1]"), run_dir=tmp_path)
+    assert (tmp_path / "results.json").is_file()
+    assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.slow
+def test_default_experiment_learns_in_distribution(tmp_path):
+    """The demo's own settings (python train.py) reach accuracy >= 0.9 at the training length."""
+    cfg = compose_train("logger=none", "trainer.enable_progress_bar=false", fast=False)
+    results = run(cfg, run_dir=tmp_path)
+    at_train_len = next(r for r in results["eval"] if r["length"] == cfg.data.len)
+    assert at_train_len["accuracy"] >= 0.9
