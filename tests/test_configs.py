@@ -117,6 +117,7 @@ def test_bad_generic_value_is_named(override, key):
         (["pe=learned", "pe.policy=error"], "pe.policy"),
         (["data.task.n_symbols=1"], "data.task.n_symbols"),
         (["data.min_len=20", "data.len=10"], "data.min_len"),
+        (["model=encoder_decoder", "model.n_decoder_layers=0"], "model.n_decoder_layers"),
     ],
 )
 def test_bad_component_value_is_named(overrides, key):

@@ -207,6 +207,13 @@ class EncoderDecoder(_Transformer):
             d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff, dropout=dropout
         )
         super().__init__(vocab_size=vocab_size, **sizes)
+        if n_decoder_layers is not None and (
+            isinstance(n_decoder_layers, bool) or not isinstance(n_decoder_layers, int)
+            or n_decoder_layers < 1
+        ):
+            raise ValueError(
+                f"model.n_decoder_layers must be null or a positive integer, got {n_decoder_layers!r}"
+            )
         self.encoder = Stack(pe, causal=False, **sizes)
         sizes["n_layers"] = n_decoder_layers or n_layers
         self.decoder = Stack(pe, causal=True, cross_attention=True, **sizes)

@@ -56,12 +56,16 @@ class ALiBi(PositionalEncoding):
                 f"pe.bidirectional must be one of {', '.join(BIDIRECTIONAL)}; got {bidirectional!r}"
             )
         self.bidirectional = bidirectional
-        self.register_buffer("slopes", alibi_slopes(self.n_heads), persistent=False)
+        # A plain attribute, not a buffer: model.to(bfloat16) must not round the slopes
+        # (2^-0.5 would become 0.707, shifting the bias by ~0.75 at distance 10,000).
+        self.slopes = alibi_slopes(self.n_heads)
 
     def score_bias(self, heads: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         # heads, q_positions, k_positions broadcast to e.g. (H, Tq, Tk); the result is fp32
+        if self.slopes.device != q_positions.device:
+            self.slopes = self.slopes.to(q_positions.device)
         distance = (q_positions - k_positions).abs().to(torch.float32)
-        return -self.slopes.float()[heads] * distance
+        return -self.slopes[heads] * distance
 
     def describe(self) -> dict:
         return {"slopes": [round(s, 8) for s in self.slopes.tolist()]}
