@@ -1,6 +1,6 @@
 """Print the per-length table of one or more results files or run directories.
 
-    python scripts/show_results.py results/runs/<run dir> [more …]
+python scripts/show_results.py results/runs/<run dir> [more …]
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ def main(paths: list[str]) -> int:
             return 2
         for file in files:
             results = load_results(file)
-            print(f"\n{file}\n{results['task']} · {results['model']} · pe={results['pe']} · "
-                  f"seed {results['seed']} · train_len {results['train_len']}")
+            print(
+                f"\n{file}\n{results['task']} · {results['model']} · pe={results['pe']} · "
+                f"seed {results['seed']} · train_len {results['train_len']}"
+            )
             print(format_table(results["eval"]))
     return 0
 

@@ -515,4 +515,6 @@ def test_alibi_slopes_stay_fp32_when_the_module_is_cast_to_bf16():
     pe = ALiBi(d_model=48, n_heads=12, causal=True).to(torch.bfloat16)
     positions = torch.tensor([0, 10_000])
     bias = pe.attention_bias(positions, positions)
-    torch.testing.assert_close(bias[8, 1, 0], torch.tensor(-(2.0**-0.5) * 10_000), rtol=1e-6, atol=0)
+    torch.testing.assert_close(
+        bias[8, 1, 0], torch.tensor(-(2.0**-0.5) * 10_000), rtol=1e-6, atol=0
+    )

@@ -208,7 +208,8 @@ class EncoderDecoder(_Transformer):
         )
         super().__init__(vocab_size=vocab_size, **sizes)
         if n_decoder_layers is not None and (
-            isinstance(n_decoder_layers, bool) or not isinstance(n_decoder_layers, int)
+            isinstance(n_decoder_layers, bool)
+            or not isinstance(n_decoder_layers, int)
             or n_decoder_layers < 1
         ):
             raise ValueError(
