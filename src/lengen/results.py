@@ -87,7 +87,15 @@ def provenance(device: str) -> dict:
         "python": platform.python_version(),
         "device": device,
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "overrides": hydra_overrides(),
     }
+
+
+def hydra_overrides() -> list[str] | None:
+    """This job's own overrides under Hydra (one job of a sweep, not the sweep's command)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else None
 
 
 def build_results(
