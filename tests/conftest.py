@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import torch
 
 # Offline everywhere, caches in a throwaway folder (see ../shared/MEASURED.md: without the two
 # OFFLINE variables datasets still tries a DNS query).
@@ -37,3 +38,12 @@ def shared_data() -> Path:
             pytest.fail(message + "; LENGEN_REQUIRE_SHARED_DATA=1 requires it")
         pytest.skip(message)
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def single_thread():
+    """Tiny tensors: intra-op threads only add wake-up latency (100x on a busy 2-core box)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -35,13 +35,7 @@ MODELS = {"decoder": DecoderOnly, "encoder": EncoderOnly, "encoder_decoder": Enc
 NO_BIAS_PES = ["nope", "sinusoidal", "learned", "rope"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """Tiny tensors: intra-op threads only add wake-up latency (100x on a busy 2-core box)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 #: a logit difference above this is a real change (fp32 noise here is < 1e-6)

@@ -41,13 +41,7 @@ ALL_PES = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """Tiny tensors: intra-op threads only add wake-up latency (100x on a busy 2-core box)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 # -- independent references ------------------------------------------------------------------

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig
 
+from lengen.checks import positive_int
+
 PROTOCOLS = ("teacher_forced",)
 #: Config groups whose choice is a yaml file under configs/<group>/.
 GROUPS = ("pe", "model", "data", "trainer", "logger", "eval", "experiment", "debug")
@@ -43,11 +45,10 @@ def check_group_overrides(arguments: Sequence[str], config_dir: Path = CONFIG_DI
 
 
 def _int(cfg: DictConfig, key: str, minimum: int = 1) -> int:
-    value = _get(cfg, key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise ConfigError(f"{key} must be {kind}, got {value!r}")
-    return value
+    try:
+        return positive_int(key, _get(cfg, key), minimum)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _number(

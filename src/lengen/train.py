@@ -97,6 +97,18 @@ def position_warnings(model) -> list[str]:
     return [message]
 
 
+class _DropLitLoggerTip(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "litlogger" not in record.getMessage()
+
+
+def quiet_known_noise() -> None:
+    """Silence two messages pytorch-lightning 2.6.6 prints with torch 2.13 on every run (an
+    advert for another logger, a deprecation inside Lightning), so real warnings stand out."""
+    warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
+    logging.getLogger("pytorch_lightning.utilities.rank_zero").addFilter(_DropLitLoggerTip())
+
+
 def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     """Train on lengths up to ``data.len``, evaluate at every eval length, write the run dir."""
     validate(cfg)
@@ -112,6 +124,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     data, model, lengths = build(cfg)
     notes = position_warnings(model)
 
+    quiet_known_noise()
     import pytorch_lightning as pl
 
     from lengen.lit import DataModule, LitModel

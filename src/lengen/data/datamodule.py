@@ -23,6 +23,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
+from lengen.checks import positive_int
 from lengen.data.tasks import Task
 
 PAD, BOS, SEP, SLOT = 0, 1, 2, 3
@@ -118,8 +119,7 @@ class TaskData:
             ("data.batch_size", batch_size),
             ("data.val_samples", val_samples),
         ):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{key} must be a positive integer, got {value!r}")
+            positive_int(key, value)
         if min_len > len:
             raise ValueError(f"data.min_len must be <= data.len, got {min_len} > {len}")
         self.task = task

@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from lengen.checks import positive_int
+
 
 class Task:
     """Base class. Subclasses define ``solve`` (and ``answer_length`` if it is not n).
@@ -23,9 +25,7 @@ class Task:
     name = "task"
 
     def __init__(self, n_symbols: int = 16) -> None:
-        if not isinstance(n_symbols, int) or n_symbols < 2:
-            raise ValueError(f"data.task.n_symbols must be an integer >= 2, got {n_symbols!r}")
-        self.n_symbols = n_symbols
+        self.n_symbols = positive_int("data.task.n_symbols", n_symbols, minimum=2)
 
     def answer_length(self, length: int) -> int:
         return length

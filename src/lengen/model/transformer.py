@@ -20,6 +20,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from lengen.checks import positive_int
 from lengen.model.attention import MultiHeadAttention
 from lengen.pe.base import PositionalEncoding
 
@@ -91,11 +92,22 @@ class Stack(nn.Module):
 
 
 class _Transformer(nn.Module):
-    """Shared embedding, output head and initialisation."""
+    """Shared sizes, embedding, output head and initialisation; subclasses build the stacks."""
 
     kind = ""
 
-    def __init__(self, *, vocab_size, d_model, n_layers, n_heads, d_ff, dropout):
+    def __init__(
+        self,
+        *,
+        pe: PEFactory,
+        vocab_size: int,
+        d_model: int = 128,
+        n_layers: int = 2,
+        n_heads: int = 4,
+        d_ff: int = 512,
+        dropout: float = 0.0,
+        tie_embeddings: bool = False,
+    ):
         super().__init__()
         for key, value in (
             ("model.d_model", d_model),
@@ -103,8 +115,7 @@ class _Transformer(nn.Module):
             ("model.n_heads", n_heads),
             ("model.d_ff", d_ff),
         ):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{key} must be a positive integer, got {value!r}")
+            positive_int(key, value)
         if d_model % n_heads:
             raise ValueError(
                 f"model.d_model must be divisible by model.n_heads, got {d_model} and {n_heads}"
@@ -116,6 +127,14 @@ class _Transformer(nn.Module):
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.n_layers = n_layers
         self.output_scale = 1.0
+        sizes = dict(
+            d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff, dropout=dropout
+        )
+        self.build_stacks(pe, sizes)
+        self._init(tie_embeddings)
+
+    def build_stacks(self, pe: PEFactory, sizes: dict) -> None:
+        raise NotImplementedError
 
     def _init(self, tie_embeddings: bool) -> None:
         for name, module in self.named_modules():
@@ -149,24 +168,8 @@ class DecoderOnly(_Transformer):
     kind = "decoder"
     causal = True
 
-    def __init__(
-        self,
-        *,
-        pe: PEFactory,
-        vocab_size: int,
-        d_model: int = 128,
-        n_layers: int = 2,
-        n_heads: int = 4,
-        d_ff: int = 512,
-        dropout: float = 0.0,
-        tie_embeddings: bool = False,
-    ):
-        sizes = dict(
-            d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff, dropout=dropout
-        )
-        super().__init__(vocab_size=vocab_size, **sizes)
+    def build_stacks(self, pe: PEFactory, sizes: dict) -> None:
         self.stack = Stack(pe, causal=self.causal, **sizes)
-        self._init(tie_embeddings)
 
     def forward(self, tokens: Tensor, positions: Tensor | None = None) -> Tensor:
         # tokens: (B, T) -> logits (B, T, V)
@@ -190,35 +193,18 @@ class EncoderDecoder(_Transformer):
 
     kind = "encoder_decoder"
 
-    def __init__(
-        self,
-        *,
-        pe: PEFactory,
-        vocab_size: int,
-        d_model: int = 128,
-        n_layers: int = 2,
-        n_heads: int = 4,
-        d_ff: int = 512,
-        dropout: float = 0.0,
-        tie_embeddings: bool = False,
-        n_decoder_layers: int | None = None,
-    ):
-        sizes = dict(
-            d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff, dropout=dropout
-        )
-        super().__init__(vocab_size=vocab_size, **sizes)
-        if n_decoder_layers is not None and (
-            isinstance(n_decoder_layers, bool)
-            or not isinstance(n_decoder_layers, int)
-            or n_decoder_layers < 1
-        ):
-            raise ValueError(
-                f"model.n_decoder_layers must be null or a positive integer, got {n_decoder_layers!r}"
-            )
+    def __init__(self, *, n_decoder_layers: int | None = None, **kwargs):
+        if n_decoder_layers is not None:
+            positive_int("model.n_decoder_layers", n_decoder_layers)
+        self.n_decoder_layers = n_decoder_layers
+        super().__init__(**kwargs)
+
+    def build_stacks(self, pe: PEFactory, sizes: dict) -> None:
         self.encoder = Stack(pe, causal=False, **sizes)
-        sizes["n_layers"] = n_decoder_layers or n_layers
-        self.decoder = Stack(pe, causal=True, cross_attention=True, **sizes)
-        self._init(tie_embeddings)
+        decoder_layers = self.n_decoder_layers or sizes["n_layers"]
+        self.decoder = Stack(
+            pe, causal=True, cross_attention=True, **{**sizes, "n_layers": decoder_layers}
+        )
 
     def forward(
         self,
