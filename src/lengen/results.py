@@ -112,7 +112,9 @@ def build_results(
         "n_params": sum(p.numel() for p in model.parameters()),
         "train_tokens": train_tokens,
         "position_blind": model.position_blind,
-        "pe_info": encodings[0].describe() if encodings else {},
+        "pe_info": {**encodings[0].describe(), **encodings[0].describe_options()}
+        if encodings
+        else {},
         "data": data.describe(),
         "eval_settings": {
             "lengths": [row["length"] for row in rows],

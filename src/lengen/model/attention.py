@@ -14,6 +14,8 @@ cached decoding and non-contiguous positions keep the same mask.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -36,12 +38,18 @@ def attend(
     dropout_p: float = 0.0,
     max_bias_elements: int = MAX_BIAS_ELEMENTS,
 ) -> Tensor:
-    """q (B, H, Tq, hd), k and v (B, H, Tk, hd) -> (B, H, Tq, hd)."""
+    """q (B, H, Tq, hd), k and v (B, H, Tk, hd) -> (B, H, Tq, hd).
+
+    The q·k logits are scaled by ``pe.attention_scale(Tk) / sqrt(hd)`` (1/sqrt(hd) without a PE).
+    """
     n_heads, q_len, k_len = q.shape[1], q.shape[2], k.shape[2]
+    scale = (pe.attention_scale(k_len) if pe is not None else 1.0) / math.sqrt(q.shape[-1])
     if pe is None or not pe.has_bias:
         if causal and q_len != k_len:
-            return _sdpa_causal_offset(q, k, v, dropout_p)
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout_p)
+            return _sdpa_causal_offset(q, k, v, dropout_p, scale)
+        return F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal, dropout_p=dropout_p, scale=scale
+        )
 
     chunk = max(1, min(q_len, max_bias_elements // (n_heads * k_len)))
     offset = k_len - q_len  # query i sits at key index i + offset
@@ -63,17 +71,20 @@ def attend(
                 v[:, :, :visible],
                 attn_mask=bias.to(q.dtype),
                 dropout_p=dropout_p,
+                scale=scale,
             )
         )
     return torch.cat(outputs, dim=2)
 
 
-def _sdpa_causal_offset(q: Tensor, k: Tensor, v: Tensor, dropout_p: float) -> Tensor:
+def _sdpa_causal_offset(q: Tensor, k: Tensor, v: Tensor, dropout_p: float, scale: float) -> Tensor:
     """Causal attention with fewer queries than keys (the queries are the last ones)."""
     q_len, k_len = q.shape[2], k.shape[2]
     query_index = torch.arange(q_len, device=q.device)[:, None] + (k_len - q_len)
     allowed = torch.arange(k_len, device=q.device)[None, :] <= query_index  # (Tq, Tk)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout_p)
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=allowed, dropout_p=dropout_p, scale=scale
+    )
 
 
 class MultiHeadAttention(nn.Module):

@@ -82,9 +82,10 @@ class Stack(nn.Module):
         return not self.causal and not self.pe.provides_positions
 
     def forward(self, x: Tensor, positions: Tensor | None = None, memory=None) -> Tensor:
-        # x: (B, T, D) token embeddings; positions: (T,) defaults to 0 … T−1
+        # x: (B, T, D) token embeddings; positions: (T,), by default the PE's (0 … T−1, or a
+        # random subset under pe.randomized)
         if positions is None:
-            positions = torch.arange(x.shape[1], device=x.device)
+            positions = self.pe.positions(x.shape[1], x.device)
         x = self.dropout(self.pe.embed(x, positions))
         for block in self.blocks:
             x = block(x, self.pe, positions, memory)

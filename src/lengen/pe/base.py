@@ -12,11 +12,26 @@ Three families of positional schemes, one hook each (the x-transformers taxonomy
 Every hook defaults to a no-op, so NoPE is this base class itself. The model calls all three
 hooks unconditionally; the attention layer asks ``has_bias`` to pick its kernel.
 
+Two options every encoding takes, implemented here once:
+
+* **Randomized positions** (Ruoss et al., 2023, "Randomized Positional Encodings Boost Length
+  Generalization of Transformers"): with ``randomized=True`` a sequence of length T gets, instead
+  of 0 … T−1, a sorted random subset of T distinct positions from [0, ``max_position``), drawn
+  afresh for every training batch (shared by the batch's rows). ``randomized_eval`` (default
+  true, as in the paper) applies it at evaluation too, with one fixed subset per length so that
+  evaluation stays reproducible and paired; false evaluates on 0 … T−1.
+* **Log-length attention temperature** (``log_length_scale=True``; Chiang & Cholak, 2022,
+  "Overcoming a Theoretical Limitation of Self-Attention"): content logits q·k are multiplied by
+  max(1, log n / log n_train) for a sequence of n keys, so attention does not flatten as
+  sequences outgrow training. Encodings may refine ``attention_scale`` (YaRN does).
+
 Positional math runs in fp32 whatever the model's precision: bf16 angles at long positions
 would fake extrapolation failures.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor, nn
@@ -32,7 +47,14 @@ class PositionalEncoding(nn.Module):
         train_positions: positions used in training (0 … train_positions − 1), if known.
         max_positions: the largest number of positions the model will ever see (training and
             evaluation), if known. Only table-based encodings need the last two.
+        randomized: draw positions as a sorted random subset of [0, max_position).
+        max_position: the range of randomized positions (must cover every sequence length).
+        randomized_eval: also randomize at evaluation (fixed subset per length).
+        log_length_scale: multiply q·k logits by max(1, log n / log train_positions).
     """
+
+    #: Encodings defined for causal attention only set this; a bidirectional stack is refused.
+    causal_only = False
 
     def __init__(
         self,
@@ -42,18 +64,74 @@ class PositionalEncoding(nn.Module):
         causal: bool = True,
         train_positions: int | None = None,
         max_positions: int | None = None,
+        randomized: bool = False,
+        max_position: int | None = None,
+        randomized_eval: bool = True,
+        log_length_scale: bool = False,
     ) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(
                 f"model.d_model must be divisible by model.n_heads, got {d_model} and {n_heads}"
             )
+        if self.causal_only and not causal:
+            raise ValueError(
+                f"pe: {type(self).__name__} is defined for causal attention only; allowed: "
+                f"model=decoder (a bidirectional stack was requested)"
+            )
+        for key, value in (
+            ("pe.randomized", randomized),
+            ("pe.randomized_eval", randomized_eval),
+            ("pe.log_length_scale", log_length_scale),
+        ):
+            if not isinstance(value, bool):
+                raise ValueError(f"{key} must be true or false, got {value!r}")
+        if randomized:
+            needed = max_positions or train_positions or 1
+            if (
+                isinstance(max_position, bool)
+                or not isinstance(max_position, int)
+                or (max_position < needed)
+            ):
+                raise ValueError(
+                    f"pe.max_position must be an integer >= {needed} (the longest sequence this "
+                    f"run sees) when pe.randomized=true, got {max_position!r}"
+                )
         self.d_model = d_model
         self.n_heads = n_heads
         self.head_dim = d_model // n_heads
         self.causal = causal
         self.train_positions = train_positions
         self.max_positions = max_positions
+        self.randomized = randomized
+        self.max_position = max_position
+        self.randomized_eval = randomized_eval
+        self.log_length_scale = log_length_scale
+
+    # -- positions -------------------------------------------------------------------------
+    @property
+    def position_range(self) -> int | None:
+        """How many distinct positions this encoding can be asked about."""
+        return self.max_position if self.randomized else self.max_positions
+
+    def positions(self, length: int, device: torch.device | None = None) -> Tensor:
+        """The positions of a length-T sequence -> (T,) int64: 0 … T−1 or a random subset."""
+        if not self.randomized or not (self.training or self.randomized_eval):
+            return torch.arange(length, device=device)
+        if length > self.max_position:
+            raise ValueError(
+                f"pe.max_position={self.max_position} is shorter than a sequence of {length}"
+            )
+        # training: a fresh draw from the global (seeded) RNG; evaluation: fixed per length
+        generator = None if self.training else torch.Generator().manual_seed(length)
+        chosen = torch.randperm(self.max_position, generator=generator)[:length]
+        return chosen.sort().values.to(device)
+
+    def attention_scale(self, length: int) -> float:
+        """Multiplier of the q·k logits for a sequence of ``length`` keys (1.0 by default)."""
+        if not self.log_length_scale or not self.train_positions or length <= self.train_positions:
+            return 1.0
+        return math.log(length) / math.log(max(self.train_positions, 2))
 
     # -- hooks -----------------------------------------------------------------------------
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
@@ -92,3 +170,16 @@ class PositionalEncoding(nn.Module):
     def describe(self) -> dict:
         """Extra facts for results.json (e.g. a table's policy); empty by default."""
         return {}
+
+    def describe_options(self) -> dict:
+        """The shared options, when any is switched on (for results.json)."""
+        options = {}
+        if self.randomized:
+            options.update(
+                randomized=True,
+                max_position=self.max_position,
+                randomized_eval=self.randomized_eval,
+            )
+        if self.log_length_scale:
+            options["log_length_scale"] = True
+        return options

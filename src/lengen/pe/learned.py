@@ -43,7 +43,7 @@ class Learned(PositionalEncoding):
         if policy not in POLICIES:
             raise ValueError(f"pe.policy must be one of {', '.join(POLICIES)}; got {policy!r}")
         trained = self.train_positions
-        needed = max(p for p in (self.train_positions, self.max_positions, 1) if p is not None)
+        needed = max(p for p in (self.train_positions, self.position_range, 1) if p is not None)
         if table_size is None:
             table_size = needed if policy == "extend" else (trained or needed)
         if table_size < 1:
