@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import torch
 from torch import Tensor, nn
 
 from lengen.checks import positive_int
