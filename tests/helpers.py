@@ -19,3 +19,11 @@ def compose_train(*overrides: str, fast: bool = True) -> DictConfig:
 
 def yaml_choices(group: str) -> list[str]:
     return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+
+
+def pe_supports(pe: str, model: str) -> bool:
+    """Causal-only encodings (xPos, …) cannot serve a model with a bidirectional stack."""
+    from hydra.utils import get_class
+
+    causal_only = get_class(compose_train(f"pe={pe}").pe._target_).causal_only
+    return model == "decoder" or not causal_only

@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from helpers import compose_train, yaml_choices
+from helpers import compose_train, pe_supports, yaml_choices
 from lengen.config import ConfigError
 from lengen.reeval import evaluate_run
 from lengen.results import REQUIRED_KEYS, ROW_KEYS
@@ -18,23 +18,29 @@ from lengen.train import run
 
 KINDS = yaml_choices("model")
 PES = yaml_choices("pe")
+PAIRS = [(m, p) for m in KINDS for p in PES if pe_supports(p, m)]
+UNSUPPORTED = [(m, p) for m in KINDS for p in PES if not pe_supports(p, m)]
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """One short run per PE × model kind, shared by the tests below."""
     done = {}
-    for model in KINDS:
-        for pe in PES:
-            run_dir = tmp_path_factory.mktemp(f"{model}-{pe}")
-            cfg = compose_train(f"pe={pe}", f"model={model}", "data.len=6", "eval.factors=[1,4]")
-            blind = pe == "nope" and model != "decoder"
-            with pytest.warns(UserWarning, match="position") if blind else nullcontext():
-                done[(model, pe)] = (run_dir, run(cfg, run_dir=run_dir))
+    for model, pe in PAIRS:
+        run_dir = tmp_path_factory.mktemp(f"{model}-{pe}")
+        cfg = compose_train(f"pe={pe}", f"model={model}", "data.len=6", "eval.factors=[1,4]")
+        blind = pe == "nope" and model != "decoder"
+        with pytest.warns(UserWarning, match="position") if blind else nullcontext():
+            done[(model, pe)] = (run_dir, run(cfg, run_dir=run_dir))
     return done
 
 
-PAIRS = [(m, p) for m in KINDS for p in PES]
+@pytest.mark.parametrize(("model", "pe"), UNSUPPORTED)
+def test_unsupported_model_kind_is_refused_before_training(model, pe, tmp_path):
+    cfg = compose_train(f"pe={pe}", f"model={model}")
+    with pytest.raises(ConfigError, match=r"^pe: .*allowed: model=decoder"):
+        run(cfg, run_dir=tmp_path)
+    assert not (tmp_path / "checkpoints").exists()
 
 
 @pytest.mark.parametrize(("model", "pe"), PAIRS)
@@ -141,7 +147,7 @@ def test_eval_reproduces_the_training_run_numbers(runs):
 
 def test_eval_refuses_overrides_the_model_cannot_take(runs):
     run_dir, _ = runs[("decoder", "rope")]
-    with pytest.raises(ConfigError, match="change the model"):
+    with pytest.raises(ConfigError, match="different model"):
         evaluate_run([f"run={run_dir}", "model.d_model=64"])
 
 
@@ -179,3 +185,25 @@ def test_default_experiment_learns_in_distribution(tmp_path):
     results = run(cfg, run_dir=tmp_path)
     at_train_len = next(r for r in results["eval"] if r["length"] == cfg.data.len)
     assert at_train_len["accuracy"] >= 0.9
+
+
+def test_init_from_starts_from_the_runs_weights(runs, tmp_path):
+    source_dir, _ = runs[("decoder", "rope")]
+    cfg = compose_train(
+        f"init_from={source_dir}",
+        "seed=1",
+        "data.len=6",
+        "eval.factors=[1]",
+        "trainer.max_steps=1",
+        "optim.lr=1e-9",
+    )
+    run(cfg, run_dir=tmp_path)
+    source = torch.load(source_dir / "checkpoints/last.ckpt", weights_only=False)["state_dict"]
+    tuned = torch.load(tmp_path / "checkpoints/last.ckpt", weights_only=False)["state_dict"]
+    for name, weight in source.items():
+        torch.testing.assert_close(tuned[name], weight, atol=1e-6, rtol=0)
+
+
+def test_init_from_missing_path_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"^init_from="):
+        run(compose_train(f"init_from={tmp_path}/nothing"), run_dir=tmp_path / "run")

@@ -121,6 +121,12 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"resume must be true or false, got {cfg.resume!r}")
     if cfg.resume:
         raise ConfigError("resume=true is not supported yet; allowed: resume=false")
+    init_from = _get(cfg, "init_from")
+    if init_from is not None and not Path(str(init_from)).exists():
+        raise ConfigError(
+            f"init_from={init_from}: no such run directory or checkpoint; allowed: null or a "
+            f"path to a run directory or .ckpt file"
+        )
     _int(cfg, "data.len")
     _int(cfg, "trainer.max_steps")
     _int(cfg, "model.d_model")

@@ -14,6 +14,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from lengen.checkpoints import load_checkpoint, load_weights
 from lengen.config import ConfigError, validate
 
 
@@ -72,39 +73,15 @@ def output_paths(run_dir: Path, tag: str | None) -> tuple[str, Path, Path]:
     )
 
 
-def load_checkpoint(run_dir: Path) -> dict:
-    import torch
-
-    path = run_dir / "checkpoints" / "last.ckpt"
-    if not path.is_file():
-        raise ConfigError(
-            f"run={run_dir}: no checkpoints/last.ckpt; the run never finished "
-            f"training, so there is nothing to evaluate"
-        )
-    try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as error:  # noqa: BLE001 - any unpickling failure means a bad file
-        raise ConfigError(
-            f"run={run_dir}: checkpoints/last.ckpt cannot be read ({type(error).__name__}: {error})"
-        ) from None
-
-
 def evaluate_run(arguments: Sequence[str]) -> dict:
     from lengen.train import build, evaluate_and_write
 
     run_dir, tag, overrides = parse_arguments(arguments)
     cfg = load_config(run_dir, overrides)
     validate(cfg)
-    checkpoint = load_checkpoint(run_dir)
+    checkpoint = load_checkpoint(run_dir, "run")
     data, model, lengths = build(cfg)
-    state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items()}
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as error:
-        detail = str(error).splitlines()[1].strip() if "\n" in str(error) else str(error)
-        raise ConfigError(
-            f"overrides {overrides} change the model this checkpoint holds: {detail}"
-        ) from None
+    load_weights(model, checkpoint, f"overrides {overrides}")
     import torch
 
     tag, results_path, plot_path = output_paths(run_dir, tag)

@@ -122,6 +122,10 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")
     data, model, lengths = build(cfg)
+    if cfg.init_from:  # fine-tuning: start from another run's weights
+        from lengen.checkpoints import load_checkpoint, load_weights
+
+        load_weights(model, load_checkpoint(cfg.init_from, "init_from"), "init_from")
     notes = position_warnings(model)
 
     quiet_known_noise()
