@@ -489,6 +489,10 @@ def test_pe_config_builds_and_runs_hooks(path, causal):
     assert config.pop("name") == path.stem
     factory = hydra.utils.instantiate(config)
     assert isinstance(factory, functools.partial)
+    if factory.func.causal_only and not causal:
+        with pytest.raises(ValueError, match=r"^pe: .*causal"):
+            factory(d_model=32, n_heads=4, causal=causal)
+        return
     pe = factory(d_model=32, n_heads=4, causal=causal, train_positions=10, max_positions=40)
     assert isinstance(pe, PositionalEncoding)
     generator = torch.Generator().manual_seed(13)
@@ -503,6 +507,9 @@ def test_pe_config_builds_and_runs_hooks(path, causal):
         bias = pe.attention_bias(torch.arange(5, 12), torch.arange(12))
         assert bias.shape == (4, 7, 12)
         assert bias.dtype == torch.float32
+    if pe.has_contextual:
+        logits = torch.randn(2, 4, 7, 12, generator=generator)
+        assert pe.contextual_logits(q, logits).shape == (2, 4, 7, 12)
 
 
 def test_alibi_slopes_stay_fp32_when_the_module_is_cast_to_bf16():

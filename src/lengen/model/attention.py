@@ -2,6 +2,8 @@
 
 * Encodings without a logit bias go straight to ``scaled_dot_product_attention`` (flash /
   memory-efficient kernels on GPU, the fused CPU kernel here), with ``is_causal``.
+* Contextual encodings (CoPE), whose logits depend on q·k itself, use an explicit softmax over
+  the same query blocks.
 * Bias encodings (ALiBi …) go through SDPA with a float ``attn_mask`` built from the PE's
   ``score_bias``, **one block of queries at a time**: the bias block is (H, chunk, Tk), so memory
   grows linearly with length instead of materialising (H, T, T) at long evaluation lengths. At
@@ -44,7 +46,7 @@ def attend(
     """
     n_heads, q_len, k_len = q.shape[1], q.shape[2], k.shape[2]
     scale = (pe.attention_scale(k_len) if pe is not None else 1.0) / math.sqrt(q.shape[-1])
-    if pe is None or not pe.has_bias:
+    if pe is None or not (pe.has_bias or pe.has_contextual):
         if causal and q_len != k_len:
             return _sdpa_causal_offset(q, k, v, dropout_p, scale)
         return F.scaled_dot_product_attention(
@@ -59,22 +61,50 @@ def attend(
         stop = min(start + chunk, q_len)
         # under a causal mask the keys past this block's last query are never seen
         visible = stop + offset if causal else k_len
-        bias = pe.attention_bias(q_positions[start:stop], k_positions[:visible])  # (H, c, Tk')
+        bias = (
+            pe.attention_bias(q_positions[start:stop], k_positions[:visible])  # (H, c, Tk')
+            if pe.has_bias
+            else torch.zeros(1, stop - start, visible, device=q.device)
+        )
         if causal:
             query_index = torch.arange(start, stop, device=q.device)[:, None] + offset
             future = key_index[None, :visible] > query_index  # (c, Tk')
             bias = bias.masked_fill(future, float("-inf"))
-        outputs.append(
-            F.scaled_dot_product_attention(
-                q[:, :, start:stop],
-                k[:, :, :visible],
-                v[:, :, :visible],
+        q_block, k_block, v_block = q[:, :, start:stop], k[:, :, :visible], v[:, :, :visible]
+        if pe.has_contextual:
+            out = _contextual_attention(q_block, k_block, v_block, bias, pe, scale, dropout_p)
+        else:
+            out = F.scaled_dot_product_attention(
+                q_block,
+                k_block,
+                v_block,
                 attn_mask=bias.to(q.dtype),
                 dropout_p=dropout_p,
                 scale=scale,
             )
-        )
+        outputs.append(out)
     return torch.cat(outputs, dim=2)
+
+
+def _contextual_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    bias: Tensor,
+    pe: PositionalEncoding,
+    scale: float,
+    dropout_p: float,
+) -> Tensor:
+    """Explicit softmax attention for encodings whose logits depend on q·k itself (CoPE).
+
+    q (B, H, c, hd), k and v (B, H, Tk, hd), bias (H or 1, c, Tk) with −inf where masked.
+    """
+    logits = torch.matmul(q, k.transpose(-1, -2)).float() * scale + bias  # (B, H, c, Tk)
+    logits = logits + pe.contextual_logits(q, logits)
+    weights = torch.softmax(logits, dim=-1).to(v.dtype)
+    if dropout_p:
+        weights = F.dropout(weights, dropout_p)
+    return torch.matmul(weights, v)  # (B, H, c, hd)
 
 
 def _sdpa_causal_offset(q: Tensor, k: Tensor, v: Tensor, dropout_p: float, scale: float) -> Tensor:

@@ -9,6 +9,10 @@ Three families of positional schemes, one hook each (the x-transformers taxonomy
   serves both to build a dense bias block (``attention_bias``) and, later, as a FlexAttention
   ``score_mod``.
 
+A fourth hook, ``contextual_logits(q, logits)``, serves encodings whose positions are computed
+from the attention logits themselves (CoPE); the attention layer then computes its softmax
+explicitly, one block of queries at a time.
+
 Every hook defaults to a no-op, so NoPE is this base class itself. The model calls all three
 hooks unconditionally; the attention layer asks ``has_bias`` to pick its kernel.
 
@@ -148,17 +152,31 @@ class PositionalEncoding(nn.Module):
         """Additive logit bias, elementwise over broadcastable integer tensors (fp32 out)."""
         raise NotImplementedError  # only called when has_bias is True
 
+    def contextual_logits(self, q: Tensor, logits: Tensor) -> Tensor:
+        """Logits added from the content itself (CoPE): q (B, H, c, hd), logits (B, H, c, Tk)
+        scaled and masked (−inf where a key is hidden) -> (B, H, c, Tk), fp32."""
+        raise NotImplementedError  # only called when has_contextual is True
+
     # -- derived ---------------------------------------------------------------------------
     @property
     def has_bias(self) -> bool:
         return type(self).score_bias is not PositionalEncoding.score_bias
 
     @property
+    def has_contextual(self) -> bool:
+        return type(self).contextual_logits is not PositionalEncoding.contextual_logits
+
+    @property
     def provides_positions(self) -> bool:
         """Whether any hook carries position information."""
         base = PositionalEncoding
         cls = type(self)
-        return self.has_bias or cls.embed is not base.embed or cls.rotate is not base.rotate
+        return (
+            self.has_bias
+            or self.has_contextual
+            or cls.embed is not base.embed
+            or cls.rotate is not base.rotate
+        )
 
     def attention_bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         """Dense bias block: q_positions (Tq,), k_positions (Tk,) -> (H, Tq, Tk), fp32."""
