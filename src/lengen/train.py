@@ -106,7 +106,9 @@ def quiet_known_noise() -> None:
     """Silence two messages pytorch-lightning 2.6.6 prints with torch 2.13 on every run (an
     advert for another logger, a deprecation inside Lightning), so real warnings stand out."""
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
-    logging.getLogger("pytorch_lightning.utilities.rank_zero").addFilter(_DropLitLoggerTip())
+    rank_zero = logging.getLogger("pytorch_lightning.utilities.rank_zero")
+    if not any(isinstance(f, _DropLitLoggerTip) for f in rank_zero.filters):
+        rank_zero.addFilter(_DropLitLoggerTip())
 
 
 def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
