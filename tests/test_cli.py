@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from helpers import CONFIG_DIR
+from helpers import CONFIG_DIR, yaml_choices
 
 ROOT = CONFIG_DIR.parent
 
@@ -28,7 +28,7 @@ def train(*arguments: str, cwd=ROOT) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     ("arguments", "first_line_start", "must_mention"),
     [
-        (["pe=ropee"], "error: pe=ropee", "alibi, learned, nope, rope, sinusoidal"),
+        (["pe=ropee"], "error: pe=ropee", ", ".join(yaml_choices("pe"))),
         (["-m", "pe=rope,alibii"], "error: pe=alibii", "rope"),
         (["model=gpt"], "error: model=gpt", "decoder, encoder, encoder_decoder"),
         (["model.n_heads=3"], "error: model.d_model must be divisible", "3"),

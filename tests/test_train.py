@@ -207,3 +207,37 @@ def test_init_from_starts_from_the_runs_weights(runs, tmp_path):
 def test_init_from_missing_path_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"^init_from="):
         run(compose_train(f"init_from={tmp_path}/nothing"), run_dir=tmp_path / "run")
+
+
+@pytest.mark.parametrize("scaling", ["pi", "ntk", "dynamic_ntk", "yarn"])
+def test_eval_extends_a_rope_run_with_scaling(runs, scaling):
+    run_dir, _ = runs[("decoder", "rope")]
+    before = (run_dir / "results.json").read_bytes()
+    results = evaluate_run(
+        [f"run={run_dir}", f"pe.scaling={scaling}", "pe.scaling_factor=4", f"tag={scaling}"]
+    )
+    assert (run_dir / "results.json").read_bytes() == before
+    assert results["pe_info"]["scaling"] == scaling
+    assert results["overrides"] == [f"pe.scaling={scaling}", "pe.scaling_factor=4"]
+    assert (run_dir / f"results.{scaling}.json").is_file()
+
+
+def test_eval_scaling_changes_long_lengths_only_where_the_method_says(runs):
+    """PI rescales every position, so even in-distribution numbers move; factor 1 changes nothing."""
+    run_dir, original = runs[("decoder", "rope")]
+    same = evaluate_run([f"run={run_dir}", "pe.scaling=pi", "pe.scaling_factor=1", "tag=pi1"])
+    moved = evaluate_run([f"run={run_dir}", "pe.scaling=pi", "pe.scaling_factor=4", "tag=pi4"])
+    assert [r["loss"] for r in same["eval"]] == pytest.approx([r["loss"] for r in original["eval"]])
+    assert moved["eval"][0]["loss"] != pytest.approx(original["eval"][0]["loss"])
+
+
+def test_train_accepts_scaling_for_fine_tuning(tmp_path):
+    cfg = compose_train("pe=rope", "pe.scaling=yarn", "pe.scaling_factor=2", "data.len=6")
+    results = run(cfg, run_dir=tmp_path)
+    assert results["pe_info"]["scaling"] == "yarn"
+
+
+def test_encoder_decoder_records_each_stacks_encoding(runs):
+    info = runs[("encoder_decoder", "learned")][1]["pe_info"]
+    assert set(info) == {"encoder", "decoder"}
+    assert info["encoder"]["policy"] == info["decoder"]["policy"] == "extend"

@@ -102,7 +102,10 @@ def build_results(
     cfg, model, data, rows: list[dict], *, train_tokens: int, device: str, extra: dict | None = None
 ) -> dict:
     """The results dictionary of a run (or a re-evaluation) from its config and model."""
-    encodings = [m.pe for m in model.modules() if hasattr(m, "pe")]
+    stacks = {name: m.pe for name, m in model.named_children() if hasattr(m, "pe")}
+    described = {name: {**pe.describe(), **pe.describe_options()} for name, pe in stacks.items()}
+    # one stack: its encoding's facts; encoder–decoder: per stack (T5's bucket mode differs)
+    pe_info = next(iter(described.values())) if len(described) == 1 else described
     return {
         "pe": cfg.pe.name,
         "model": cfg.model.name,
@@ -112,9 +115,7 @@ def build_results(
         "n_params": sum(p.numel() for p in model.parameters()),
         "train_tokens": train_tokens,
         "position_blind": model.position_blind,
-        "pe_info": {**encodings[0].describe(), **encodings[0].describe_options()}
-        if encodings
-        else {},
+        "pe_info": pe_info,
         "data": data.describe(),
         "eval_settings": {
             "lengths": [row["length"] for row in rows],

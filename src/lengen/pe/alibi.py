@@ -1,4 +1,5 @@
-"""ALiBi: attention with linear biases (Press et al., 2022, "Train Short, Test Long").
+"""ALiBi: attention with linear biases (Press et al., 2022, "Train Short, Test Long: Attention
+with Linear Biases Enables Input Length Extrapolation").
 
 No position is added to embeddings; each head h adds −m_h · (query position − key position) to
 its attention logits. The slopes m_h form a geometric sequence: for n heads (a power of two)
@@ -6,9 +7,27 @@ m_h = 2^(−8h/n), h = 1 … n. For other head counts the paper's code takes the
 closest smaller power of two, 2^k, and fills the remaining n − 2^k heads with every other slope
 of 2^(k+1) heads; ``alibi_slopes`` follows that rule.
 
-Bidirectional use (encoders) is not defined in the paper. ``pe.bidirectional=symmetric`` (the
-default and, for now, the only choice) uses −m_h · |i − j| in both directions, which equals the
-paper's causal bias wherever a causal mask lets a query look. Other variants are planned.
+Bidirectional use (encoders) is not defined in the paper; ``pe.bidirectional`` chooses how a
+non-causal stack sees the keys (i is the query position, j the key position, m_h the slope).
+A causal stack always uses the paper's bias −m_h · (i − j); the option changes nothing there.
+
+* ``symmetric`` (default): −m_h · |i − j| in both directions, which equals the paper's causal
+  bias wherever a causal mask lets a query look.
+* ``asymmetric_offset``: what the Chomsky-hierarchy code (Delétang et al., 2023, reused by Ruoss
+  et al., 2023, ``compute_alibi_encodings_biases``) does: the symmetric matrix −|i − j| plus
+  0.5 on keys strictly before the query (j < i), the whole multiplied by m_h, i.e.
+  −m_h · (i − j − 0.5) for j < i, 0 for j = i, −m_h · (j − i) for j > i. The half-step offset
+  (their comment: "to (arbitrarily) break the symmetry") lets a head tell left from right.
+* ``separate``: keys at or before the query use the slopes m_h, keys after it a second set
+  m'_h. Our choice for m'_h: the same geometric sequence in reverse head order,
+  m'_h = m_{n+1−h}, so the head that looks sharply back looks broadly forward and vice versa and
+  every head is asymmetric (one head: m' = m, i.e. symmetric).
+
+``pe.learnable_slopes=true`` makes the slopes (and, with ``separate``, the second set) trainable,
+initialised at the values above and kept positive by learning their logarithms, slope =
+exp(log-slope), as x-transformers' ``LearnedAlibiPositionalBias`` does. Fixed slopes stay plain
+fp32 attributes (``model.to(bfloat16)`` must not round them); learned ones are parameters and
+follow the module's dtype, and ``describe()`` reports their current (trained) values.
 """
 
 from __future__ import annotations
@@ -16,11 +35,11 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from lengen.pe.base import PositionalEncoding
 
-BIDIRECTIONAL = ("symmetric",)
+BIDIRECTIONAL = ("symmetric", "asymmetric_offset", "separate")
 
 
 def _power_of_two_slopes(n_heads: int) -> list[float]:
@@ -46,26 +65,78 @@ class ALiBi(PositionalEncoding):
     """Linear distance penalty per head, as an attention-logit bias.
 
     Args:
-        bidirectional: how a non-causal model sees keys after the query; ``symmetric``.
+        bidirectional: how a non-causal model sees the keys; ``symmetric``,
+            ``asymmetric_offset`` or ``separate`` (see the module docstring).
+        learnable_slopes: train the slopes (log-parameterised, initialised at Press et al.'s).
     """
 
-    def __init__(self, *, bidirectional: str = "symmetric", **kwargs) -> None:
+    def __init__(
+        self, *, bidirectional: str = "symmetric", learnable_slopes: bool = False, **kwargs
+    ) -> None:
         super().__init__(**kwargs)
         if bidirectional not in BIDIRECTIONAL:
             raise ValueError(
                 f"pe.bidirectional must be one of {', '.join(BIDIRECTIONAL)}; got {bidirectional!r}"
             )
+        if not isinstance(learnable_slopes, bool):
+            raise ValueError(f"pe.learnable_slopes must be true or false, got {learnable_slopes!r}")
         self.bidirectional = bidirectional
-        # A plain attribute, not a buffer: model.to(bfloat16) must not round the slopes
-        # (2^-0.5 would become 0.707, shifting the bias by ~0.75 at distance 10,000).
-        self.slopes = alibi_slopes(self.n_heads)
+        self.learnable_slopes = learnable_slopes
+        slopes = alibi_slopes(self.n_heads)
+        # a second set only where it can matter: keys after the query exist only without a mask
+        future = slopes.flip(0) if bidirectional == "separate" and not self.causal else None
+        if learnable_slopes:
+            self.log_slopes = nn.Parameter(slopes.log())
+            self.log_future_slopes = None if future is None else nn.Parameter(future.log())
+        else:
+            # Plain attributes, not buffers: model.to(bfloat16) must not round the slopes
+            # (2^-0.5 would become 0.707, shifting the bias by ~0.75 at distance 10,000).
+            self._slopes = slopes
+            self._future_slopes = future
+
+    @property
+    def slopes(self) -> Tensor:
+        """Current slopes m_h for keys at or before the query -> (H,), fp32."""
+        if self.learnable_slopes:
+            return self.log_slopes.to(torch.float32).exp()
+        return self._slopes
+
+    @property
+    def future_slopes(self) -> Tensor | None:
+        """Slopes for keys after the query with ``bidirectional=separate`` (non-causal), else
+        None -> (H,), fp32."""
+        if self.learnable_slopes:
+            log_future = self.log_future_slopes
+            return None if log_future is None else log_future.to(torch.float32).exp()
+        return self._future_slopes
+
+    def _fixed_to(self, device: torch.device) -> None:
+        if not self.learnable_slopes and self._slopes.device != device:
+            self._slopes = self._slopes.to(device)
+            if self._future_slopes is not None:
+                self._future_slopes = self._future_slopes.to(device)
 
     def score_bias(self, heads: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         # heads, q_positions, k_positions broadcast to e.g. (H, Tq, Tk); the result is fp32
-        if self.slopes.device != q_positions.device:
-            self.slopes = self.slopes.to(q_positions.device)
-        distance = (q_positions - k_positions).abs().to(torch.float32)
-        return -self.slopes[heads] * distance
+        self._fixed_to(q_positions.device)
+        with torch.autocast(q_positions.device.type, enabled=False):
+            offset = (q_positions - k_positions).to(torch.float32)  # i − j > 0: key before query
+            distance = offset.abs()
+            slopes = self.slopes[heads]  # e.g. (H, 1, 1)
+            if self.causal or self.bidirectional == "symmetric":
+                return -slopes * distance
+            if self.bidirectional == "asymmetric_offset":
+                return -slopes * (distance - 0.5 * (offset > 0).to(torch.float32))
+            # separate: keys at or before the query use the slopes, keys after it the second set
+            future = self.future_slopes[heads]
+            return torch.where(offset >= 0, -slopes * distance, -future * distance)
 
     def describe(self) -> dict:
-        return {"slopes": [round(s, 8) for s in self.slopes.tolist()]}
+        info = {
+            "slopes": [round(s, 8) for s in self.slopes.detach().tolist()],
+            "bidirectional": self.bidirectional,
+            "learnable_slopes": self.learnable_slopes,
+        }
+        if self.future_slopes is not None:
+            info["future_slopes"] = [round(s, 8) for s in self.future_slopes.detach().tolist()]
+        return info

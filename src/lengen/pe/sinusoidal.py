@@ -1,9 +1,23 @@
 """Sinusoidal absolute positions (Vaswani et al., 2017, "Attention Is All You Need", §3.5).
 
 PE(p, 2i) = sin(p / base^(2i/d)), PE(p, 2i+1) = cos(p / base^(2i/d)), added to the token
-embeddings. Columns are interleaved (sin, cos, sin, cos, …) as in the paper's formula. For each
-frequency the (sin, cos) pair rotates rigidly with position, so PE(p + k) = T(k) · PE(p) with
-T(k) block-diagonal 2×2 rotations: the property the paper gives for choosing this form.
+embeddings. For each frequency the (sin, cos) pair rotates rigidly with position, so
+PE(p + k) = T(k) · PE(p) with T(k) block-diagonal 2×2 rotations: the property the paper gives
+for choosing this form.
+
+Where the columns go is a convention, selectable as ``pe.layout``:
+
+* ``interleaved`` (default; the paper's formula): sin, cos, sin, cos, …, i.e. column 2i holds
+  sin(p·ω_i) and column 2i+1 holds cos(p·ω_i);
+* ``concatenated`` (tensor2tensor's ``get_timing_signal_1d``, fairseq): the sines of all
+  frequencies, then the cosines: column i holds sin(p·ω_i), column d/2 + i holds cos(p·ω_i).
+
+Both use the paper's frequencies ω_i = base^(−2i/d), i = 0 … d/2 − 1, so the two tables are the
+same columns in a different order (tested). tensor2tensor itself spaces its frequencies as
+base^(−i/(d/2 − 1)) (the highest and lowest frequency at the two ends); that spacing is *not*
+reproduced here: ``layout`` changes the column order only, never the frequencies. A model
+learns equally well with either order (a fixed permutation of the input weights); the choice
+matters only when loading weights trained with the other one.
 """
 
 from __future__ import annotations
@@ -13,28 +27,44 @@ from torch import Tensor
 
 from lengen.pe.base import PositionalEncoding
 
+LAYOUTS = ("interleaved", "concatenated")
+
+
+def check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise ValueError(f"pe.layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
+
 
 def sinusoid_inverse_frequencies(dim: int, base: float = 10000.0) -> Tensor:
     """1 / base^(2i/dim) for i in 0 … dim/2 − 1 -> Tensor[dim // 2], fp32."""
-    return base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim).to(torch.float32)
+    exponents = torch.arange(0, dim, 2, dtype=torch.float64) / dim
+    return (base**-exponents).to(torch.float32)  # the power in float64, then rounded once
 
 
-def sinusoids(positions: Tensor, dim: int, base: float = 10000.0) -> Tensor:
-    """Interleaved sin/cos of positions: positions (...,) -> (..., dim), fp32."""
+def sinusoids(
+    positions: Tensor, dim: int, base: float = 10000.0, *, layout: str = "interleaved"
+) -> Tensor:
+    """sin/cos of positions: positions (...,) -> (..., dim), fp32, columns as ``layout``."""
     if dim % 2:
         raise ValueError(f"sinusoidal encodings need an even dimension, got {dim}")
+    check_layout(layout)
     with torch.autocast(positions.device.type, enabled=False):
         inv_freq = sinusoid_inverse_frequencies(dim, base).to(positions.device)
         angles = positions.to(torch.float32)[..., None] * inv_freq  # (..., dim/2)
+        if layout == "concatenated":
+            return torch.cat((angles.sin(), angles.cos()), dim=-1)  # (..., dim)
         return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # (..., dim)
 
 
-def sinusoidal_table(length: int, dim: int, base: float = 10000.0) -> Tensor:
+def sinusoidal_table(
+    length: int, dim: int, base: float = 10000.0, *, layout: str = "interleaved"
+) -> Tensor:
     """The sinusoidal table for positions 0 … length − 1 -> Tensor[length, dim], fp32.
 
-    Column 2i = sin(p / base^(2i/dim)), column 2i+1 = cos(same).
+    ``interleaved`` (default): column 2i = sin(p / base^(2i/dim)), column 2i+1 = cos(same).
+    ``concatenated``: column i = sin(p / base^(2i/dim)), column dim/2 + i = cos(same).
     """
-    return sinusoids(torch.arange(length), dim, base)
+    return sinusoids(torch.arange(length), dim, base, layout=layout)
 
 
 class Sinusoidal(PositionalEncoding):
@@ -42,16 +72,30 @@ class Sinusoidal(PositionalEncoding):
 
     Args:
         base: the wavelength base (10,000 in the paper); must be > 1.
+        layout: ``interleaved`` (default, the paper) or ``concatenated`` (tensor2tensor column
+            order, same frequencies); see the module docstring.
     """
 
-    def __init__(self, *, base: float = 10000.0, **kwargs) -> None:
+    def __init__(self, *, base: float = 10000.0, layout: str = "interleaved", **kwargs) -> None:
         super().__init__(**kwargs)
         if not base > 1:
             raise ValueError(f"pe.base must be > 1, got {base}")
+        check_layout(layout)
         if self.d_model % 2:
             raise ValueError(f"pe=sinusoidal needs an even model.d_model, got {self.d_model}")
         self.base = float(base)
+        self.layout = layout
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
         # x: (B, T, D); positions: (T,) or (B, T)
-        return x + sinusoids(positions, self.d_model, self.base).to(x.dtype)
+        table = sinusoids(positions, self.d_model, self.base, layout=self.layout)
+        return x + table.to(x.dtype)
+
+    def describe(self) -> dict:
+        """The options that differ from the defaults (for results.json)."""
+        info = {}
+        if self.base != 10000.0:
+            info["base"] = self.base
+        if self.layout != "interleaved":
+            info["layout"] = self.layout
+        return info
