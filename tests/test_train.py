@@ -241,3 +241,15 @@ def test_encoder_decoder_records_each_stacks_encoding(runs):
     info = runs[("encoder_decoder", "learned")][1]["pe_info"]
     assert set(info) == {"encoder", "decoder"}
     assert info["encoder"]["policy"] == info["decoder"]["policy"] == "extend"
+
+
+def test_runs_shorter_than_the_validation_interval_still_validate(tmp_path):
+    cfg = compose_train(
+        "trainer.max_steps=3",
+        "trainer.val_check_interval=500",
+        "data.len=4",
+        "eval.factors=[1]",
+        "logger=none",
+    )
+    results = run(cfg, run_dir=tmp_path)
+    assert set(results["validation"]) == {"val/loss", "val/accuracy", "val/exact_match"}

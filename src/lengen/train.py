@@ -147,8 +147,17 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
             dirpath=checkpoint_dir, save_last=True, save_top_k=0, enable_version_counter=False
         ),
     ]
+    # validate at least once, at the end, however short the run
+    interval = cfg.trainer.get("val_check_interval")
+    validation_every = {}
+    if isinstance(interval, int) and interval > cfg.trainer.max_steps:
+        validation_every = {"val_check_interval": cfg.trainer.max_steps}
     trainer = instantiate_named(
-        cfg.trainer, logger=logger, callbacks=callbacks, default_root_dir=str(run_dir)
+        cfg.trainer,
+        logger=logger,
+        callbacks=callbacks,
+        default_root_dir=str(run_dir),
+        **validation_every,
     )
     if logger:
         logger.log_hyperparams(config)
