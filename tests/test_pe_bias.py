@@ -612,3 +612,17 @@ def test_model_trains_through_new_bias(name, model_kind):
     logits.square().mean().backward()
     for parameter_name, parameter in model.stack.pe.named_parameters():
         assert parameter.grad is not None and torch.isfinite(parameter.grad).all(), parameter_name
+
+
+def test_fire_input_is_monotone_in_distance_and_bounded_past_the_threshold():
+    """At initialisation (c = 0.1, L = 512) the MLP's input ψ(i−j)/ψ(max(L, i)) grows strictly
+    with the distance for a fixed query and stays in [0, 1] for queries past L."""
+    from lengen.pe.fire import fire_normalized_distance
+
+    pe = FIRE(d_model=32, n_heads=4, causal=True)
+    for query in (100, 512, 5_000, 100_000):
+        keys = torch.arange(query, -1, -1)  # distances 0 … query
+        x = fire_normalized_distance(torch.tensor(query), keys, pe.c, pe.threshold)
+        assert torch.all(x[1:] > x[:-1])
+        if query >= 512:
+            assert x[0] == 0 and x[-1] <= 1.0 + 1e-6
