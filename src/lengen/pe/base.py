@@ -112,6 +112,14 @@ class PositionalEncoding(nn.Module):
         self.randomized_eval = randomized_eval
         self.log_length_scale = log_length_scale
 
+    def require_even_head_dim(self, name: str) -> None:
+        """Rotations pair a head's dimensions: refuse an odd head dimension, naming the keys."""
+        if self.head_dim % 2:
+            raise ValueError(
+                f"pe={name} needs an even head dimension; model.d_model / model.n_heads = "
+                f"{self.d_model} / {self.n_heads} = {self.head_dim}"
+            )
+
     # -- positions -------------------------------------------------------------------------
     @property
     def position_range(self) -> int | None:

@@ -73,6 +73,7 @@ import math
 import torch
 from torch import Tensor
 
+from lengen.checks import positive_int
 from lengen.pe.base import PositionalEncoding
 from lengen.pe.sinusoidal import sinusoid_inverse_frequencies
 
@@ -217,15 +218,8 @@ def rope_inverse_frequencies(
     Scalings are computed in float64 from plain RoPE's θ, returned in fp32.
     """
     check_scaling(scaling, factor)
-    if scaling in NEEDS_ORIGINAL_LENGTH and (
-        isinstance(original_max_position, bool)
-        or not isinstance(original_max_position, int)
-        or original_max_position < 1
-    ):
-        raise ValueError(
-            f"pe.original_max_position must be a positive integer for pe.scaling={scaling}, "
-            f"got {original_max_position!r}"
-        )
+    if scaling in NEEDS_ORIGINAL_LENGTH:
+        positive_int("pe.original_max_position", original_max_position)
     if isinstance(sequence_length, Tensor) and device is None:
         device = sequence_length.device
     theta = _plain_theta(dim, base)
@@ -374,23 +368,12 @@ class RoPE(PositionalEncoding):
         if not _is_number(base) or not base > 1:
             raise ValueError(f"pe.base must be > 1, got {base}")
         check_layout(layout)
-        if self.head_dim % 2:
-            raise ValueError(
-                f"pe=rope needs an even head dimension; model.d_model / model.n_heads = "
-                f"{self.d_model} / {self.n_heads} = {self.head_dim}"
-            )
+        self.require_even_head_dim("rope")
         self.rotary_dim = rotary_dimension(self.head_dim, fraction)
         self.rotated_pairs = p_rope_pairs(self.rotary_dim, p)
         check_scaling(scaling, scaling_factor)
-        if original_max_position is not None and (
-            isinstance(original_max_position, bool)
-            or not isinstance(original_max_position, int)
-            or original_max_position < 1
-        ):
-            raise ValueError(
-                f"pe.original_max_position must be a positive integer or null, "
-                f"got {original_max_position!r}"
-            )
+        if original_max_position is not None:
+            positive_int("pe.original_max_position", original_max_position)
         for key, value in (("pe.yarn_alpha", yarn_alpha), ("pe.yarn_beta", yarn_beta)):
             if not _is_number(value) or value < 0:
                 raise ValueError(f"{key} must be a number >= 0, got {value!r}")

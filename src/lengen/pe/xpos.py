@@ -120,11 +120,7 @@ class XPos(PositionalEncoding):
         if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma > 0:
             raise ValueError(f"pe.gamma must be a number > 0, got {gamma!r}")
         check_layout(layout)
-        if self.head_dim % 2:
-            raise ValueError(
-                f"pe=xpos needs an even head dimension; model.d_model / model.n_heads = "
-                f"{self.d_model} / {self.n_heads} = {self.head_dim}"
-            )
+        self.require_even_head_dim("xpos")
         self.base = float(base)
         self.layout = layout
         self.scale_base = float(scale_base)
