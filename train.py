@@ -13,13 +13,9 @@ from lengen.config import ConfigError, check_group_overrides
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def main(cfg: DictConfig) -> None:
-    from lengen.train import run
+    from lengen.cli import train_main
 
-    try:
-        run(cfg)
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+    train_main(cfg)
 
 
 if __name__ == "__main__":

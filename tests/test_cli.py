@@ -72,3 +72,31 @@ def test_eval_cli_rejects_missing_run(tmp_path):
     assert result.returncode == 2
     assert result.stderr.startswith("error: run=")
     assert "Traceback" not in result.stderr
+
+
+def test_a_failed_run_does_not_stop_the_sweep(tmp_path):
+    """xpos cannot serve an encoder; rope can. Both run, the failure is recorded and reported."""
+    result = train(
+        "-m",
+        "pe=xpos,rope",
+        "model=encoder",
+        "debug=fast",
+        "data.len=4",
+        "eval.factors=[1]",
+        "logger=none",
+        f"hydra.sweep.dir={tmp_path}",
+    )
+    assert result.returncode == 1
+    assert "1 of 2 runs failed" in result.stderr
+    (xpos_dir,) = tmp_path.glob("*_xpos_*")
+    (rope_dir,) = tmp_path.glob("*_rope_*")
+    failure = json.loads((xpos_dir / "failed.json").read_text())
+    assert failure["error"].startswith("pe: XPos") and "traceback" not in failure
+    assert (rope_dir / "results.json").is_file() and not (rope_dir / "failed.json").exists()
+    assert "Traceback" not in result.stderr
+
+
+def test_a_bad_value_in_a_single_run_leaves_a_failure_record(tmp_path):
+    result = train("pe=xpos", "model=encoder", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 2
+    assert json.loads((tmp_path / "failed.json").read_text())["type"] == "ConfigError"
