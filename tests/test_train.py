@@ -253,3 +253,24 @@ def test_runs_shorter_than_the_validation_interval_still_validate(tmp_path):
     )
     results = run(cfg, run_dir=tmp_path)
     assert set(results["validation"]) == {"val/loss", "val/accuracy", "val/exact_match"}
+
+
+def test_wandb_groups_the_runs_of_a_sweep(tmp_path):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+
+    from helpers import CONFIG_DIR
+    from lengen.loggers import wandb
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose(
+            "train",
+            overrides=["hydra.mode=MULTIRUN", "hydra.sweep.dir=x/my-sweep"],
+            return_hydra_config=True,
+        )
+    HydraConfig.instance().set_config(cfg)
+    try:
+        assert wandb(str(tmp_path), mode="disabled")._wandb_init["group"] == "my-sweep"
+        assert wandb(str(tmp_path), group="mine", mode="disabled")._wandb_init["group"] == "mine"
+    finally:
+        HydraConfig.instance().cfg = None

@@ -33,6 +33,7 @@ def wandb(
     """Weights & Biases, offline unless ``mode`` (or ``WANDB_MODE``) says otherwise.
 
     Offline runs land in ``<run dir>/wandb/offline-run-*``; upload later with ``wandb sync``.
+    Runs of one ``-m`` sweep share a group (the sweep folder's name) unless ``group`` is set.
     """
     mode = mode or os.environ.get("WANDB_MODE") or "offline"
     if mode not in WANDB_MODES:
@@ -40,6 +41,7 @@ def wandb(
     for variable in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR"):
         os.environ.setdefault(variable, str(Path(save_dir) / ".wandb"))
     os.environ["WANDB_MODE"] = mode
+    group = group or sweep_name()
     from pytorch_lightning.loggers import WandbLogger
 
     return WandbLogger(
@@ -50,6 +52,16 @@ def wandb(
         offline=mode == "offline",
         mode=mode,
     )
+
+
+def sweep_name() -> str | None:
+    """The folder name of the -m sweep this run belongs to, so wandb groups its runs."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    return Path(HydraConfig.get().sweep.dir).name
 
 
 def log_results(logger, rows: list[dict], plot_path: Path | None) -> None:
