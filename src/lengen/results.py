@@ -164,3 +164,48 @@ def format_table(rows: list[dict], train_len: int | None = None) -> str:
             f"{fmt(row['accuracy'], 9, 4)} {fmt(row['exact_match'], 7, 3)}"
         )
     return "\n".join(lines)
+
+
+# -- reading runs back (scripts/aggregate.py, scripts/plot.py) ---------------------------------
+RESULTS_NAME = "results.json"
+CONFIG_NAME = "config.yaml"
+#: metrics a results row may carry, and whether a larger value is better
+METRIC_DIRECTIONS = {
+    "accuracy": True,
+    "exact_match": True,
+    "loss": False,
+    "ppl": False,
+    "bits_per_byte": False,
+}
+#: what a task metric falls back to on language-modelling rows (where it is null)
+LM_FALLBACK_METRIC = "ppl"
+
+
+def results_name(tag: str | None = None) -> str:
+    """``results.json``, or ``results.<tag>.json`` for an ``eval.py`` re-evaluation."""
+    return RESULTS_NAME if tag is None else f"results.{tag}.json"
+
+
+def result_tags(run_dir: str | Path) -> list[str]:
+    """Tags of the re-evaluation files (``results.<tag>.json``) in a run directory, sorted."""
+    names = (p.name for p in Path(run_dir).glob("results.*.json"))
+    return sorted(name[len("results.") : -len(".json")] for name in names)
+
+
+def schema_problems(results) -> list[str]:
+    """What makes a loaded results.json unusable: missing keys, malformed rows ([] if none)."""
+    if not isinstance(results, dict):
+        return [f"not a JSON object but {type(results).__name__}"]
+    problems = [f"missing key {key!r}" for key in REQUIRED_KEYS if key not in results]
+    rows = results.get("eval")
+    if "eval" in results and not isinstance(rows, list):
+        problems.append("'eval' is not a list")
+    elif isinstance(rows, list):
+        for index, row in enumerate(rows):
+            if not isinstance(row, dict):
+                problems.append(f"eval[{index}] is not an object")
+                continue
+            missing = [key for key in ROW_KEYS if key not in row]
+            if missing:
+                problems.append(f"eval[{index}] lacks {missing}")
+    return problems
