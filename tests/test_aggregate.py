@@ -286,3 +286,13 @@ def test_failed_run_reason_comes_from_failed_json(tmp_path):
 
     main([str(tmp_path)])
     assert "pe: XPos is defined for causal attention only" in (tmp_path / "failed.csv").read_text()
+
+
+def test_a_null_key_groups_with_an_absent_one():
+    """Runs of a lengen version without a key (now null by default) are the same configuration."""
+    from lengen.aggregate import config_hash
+
+    old = {"seed": 0, "pe": {"name": "rope"}, "data": {"len": 16}}
+    new = {**old, "init_from": None}
+    assert config_hash(old) == config_hash(new)
+    assert config_hash(old) != config_hash({**old, "init_from": "runs/a"})

@@ -228,9 +228,10 @@ def _ignored(dotted: str, ignored: tuple[str, ...]) -> bool:
 
 
 def identity(config: dict, ignored: tuple[str, ...] = IGNORED_KEYS, *, _depth: int = 0) -> dict:
-    """The flat config that identifies a configuration: ignored keys dropped, ``init_from``
-    replaced by the identity hash of the run it points to where that run can be found."""
-    flat = {k: v for k, v in flatten(config).items() if not _ignored(k, ignored)}
+    """The flat config that identifies a configuration: ignored keys dropped, null keys dropped
+    (a key an older lengen did not write means the same as null: unset), ``init_from`` replaced
+    by the identity hash of the run it points to where that run can be found."""
+    flat = {k: v for k, v in flatten(config).items() if v is not None and not _ignored(k, ignored)}
     if flat.get("init_from"):
         flat["init_from"] = _init_from_identity(str(flat["init_from"]), _depth)
     return flat
@@ -476,7 +477,7 @@ def settings_by_hash(runs: list[Run]) -> dict[str, list[tuple[str, str]]]:
     for digest, flat in configs.items():
         keys = sorted(varying | pe_varying[flat.get("pe.name")])
         settings[digest] = [
-            (key, _show(flat.get(key, "(absent)"))) for key in keys if key not in NAMED_KEYS
+            (key, _show(flat.get(key, "null"))) for key in keys if key not in NAMED_KEYS
         ]
     return settings
 
