@@ -423,3 +423,29 @@ def test_token_embeddings_start_at_unit_scale(model):
 def test_bad_sizes_raise_naming_the_key(model, override, key):
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
         MODELS[model](pe=NoPE, vocab_size=VOCAB, **{**SIZES, **override})
+
+
+def test_bias_blocks_count_the_batch_in_their_budget():
+    """Scores are (B, H, block, Tk): a larger batch means smaller query blocks."""
+    pe = ALiBi(d_model=16, n_heads=2, causal=False)
+    blocks = []
+    original = pe.attention_bias
+
+    def recording(q_positions, k_positions):
+        blocks.append(len(q_positions))
+        return original(q_positions, k_positions)
+
+    pe.attention_bias = recording
+    q, k, v = torch.randn(3, 4, 2, 16, 8).unbind(0)
+    positions = torch.arange(16)
+    attend(
+        q,
+        k,
+        v,
+        causal=False,
+        pe=pe,
+        q_positions=positions,
+        k_positions=positions,
+        max_bias_elements=4 * 2 * 4 * 16,
+    )
+    assert blocks == [4, 4, 4, 4]

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from lengen.pe.base import PositionalEncoding
 
-#: Largest bias block (elements per batch row) built at once; 16M fp32 = 64 MiB.
+#: Largest block of attention scores (B × H × queries × keys) built at once; 16M fp32 = 64 MiB.
 MAX_BIAS_ELEMENTS = 1 << 24
 
 
@@ -53,7 +53,8 @@ def attend(
             q, k, v, is_causal=causal, dropout_p=dropout_p, scale=scale
         )
 
-    chunk = max(1, min(q_len, max_bias_elements // (n_heads * k_len)))
+    # the score block SDPA (or the explicit softmax) builds is (B, H, chunk, Tk): bound it
+    chunk = max(1, min(q_len, max_bias_elements // (q.shape[0] * n_heads * k_len)))
     offset = k_len - q_len  # query i sits at key index i + offset
     key_index = torch.arange(k_len, device=q.device)
     outputs = []
