@@ -923,16 +923,8 @@ def format_markdown(summary: Summary) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The CLI behind scripts/aggregate.py."""
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="aggregate.py",
-        description="Summarise a sweep folder: summary.csv, summary.md, ranking.csv, "
-        "failed.csv, runs.csv (mean ± 95%% CI over seeds). See docs/analysis.md.",
-    )
-    parser.add_argument("folder", type=Path, help="a sweep folder (searched recursively)")
+def add_selection_arguments(parser) -> None:
+    """The options aggregate.py and plot.py share: which metric, runs and result files."""
     parser.add_argument(
         "--metric",
         default="accuracy",
@@ -957,9 +949,12 @@ def main(argv: list[str] | None = None) -> int:
         help="aggregate the re-evaluations results.<tag>.json instead of results.json "
         "(outputs get .<tag> before their extension)",
     )
-    args = parser.parse_args(argv)
+
+
+def summary_from_arguments(args) -> Summary | None:
+    """Aggregate ``args.folder`` as the shared options say; None (message printed) on bad input."""
     try:
-        summary = aggregate(
+        return aggregate(
             args.folder,
             metric=args.metric,
             min_accuracy=args.min_accuracy,
@@ -968,6 +963,23 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The CLI behind scripts/aggregate.py."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="aggregate.py",
+        description="Summarise a sweep folder: summary.csv, summary.md, ranking.csv, "
+        "failed.csv, runs.csv (mean ± 95%% CI over seeds). See docs/analysis.md.",
+    )
+    parser.add_argument("folder", type=Path, help="a sweep folder (searched recursively)")
+    add_selection_arguments(parser)
+    args = parser.parse_args(argv)
+    summary = summary_from_arguments(args)
+    if summary is None:
         return 2
     paths = write_outputs(summary)
     for line in warnings_for(summary):

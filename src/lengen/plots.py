@@ -6,6 +6,20 @@ import math
 from pathlib import Path
 
 
+def length_axis(ax, lengths: list[int], train_len: int) -> None:
+    """Evaluation lengths on x (log2 when they span 4× or more), training length marked."""
+    ax.axvline(
+        train_len,
+        color="black",
+        linestyle="--",
+        linewidth=1,
+        label=f"training length ({train_len})",
+    )
+    if len(lengths) > 1 and max(lengths) / max(min(lengths), 1) >= 4:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [str(length) for length in lengths])
+
+
 def plot_extrapolation(results: dict, path: str | Path) -> None:
     """Metric vs evaluation length, training length marked; written atomically as PNG."""
     import matplotlib
@@ -30,16 +44,7 @@ def plot_extrapolation(results: dict, path: str | Path) -> None:
     chance = rows[0].get("chance_accuracy") if rows else None
     if chance is not None and "accuracy" in metrics:
         ax.axhline(chance, color="grey", linestyle=":", linewidth=1, label="chance accuracy")
-    ax.axvline(
-        results["train_len"],
-        color="black",
-        linestyle="--",
-        linewidth=1,
-        label=f"training length ({results['train_len']})",
-    )
-    if len(lengths) > 1 and max(lengths) / max(min(lengths), 1) >= 4:
-        ax.set_xscale("log", base=2)
-    ax.set_xticks(lengths, [str(length) for length in lengths])
+    length_axis(ax, lengths, results["train_len"])
     ax.set_xlabel("evaluation length (input symbols)")
     ax.set_ylabel("score" if metrics != ["loss"] else "loss")
     if metrics != ["loss"]:
@@ -222,16 +227,7 @@ def plot_metric_vs_length(rows: list[dict], title: str = ""):
         chance = {r["chance_accuracy"] for r in rows if r.get("chance_accuracy") is not None}
         if metric == "accuracy" and len(chance) == 1:
             ax.axhline(chance.pop(), color="grey", linestyle=":", linewidth=1, label="chance")
-        ax.axvline(
-            train_len,
-            color="black",
-            linestyle="--",
-            linewidth=1,
-            label=f"training length ({train_len})",
-        )
-        if len(lengths) > 1 and max(lengths) / max(min(lengths), 1) >= 4:
-            ax.set_xscale("log", base=2)
-        ax.set_xticks(lengths, [str(length) for length in lengths])
+        length_axis(ax, lengths, train_len)
         ax.minorticks_off()
         unit = "tokens" if rows[0].get("_language_modelling") else "input symbols"
         ax.set_xlabel(f"evaluation length ({unit})")
@@ -527,8 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(str(path) for path in report["paths"]))
         return 0
 
-    from lengen.aggregate import aggregate, warnings_for
-    from lengen.results import METRIC_DIRECTIONS
+    from lengen.aggregate import add_selection_arguments, summary_from_arguments, warnings_for
 
     parser = argparse.ArgumentParser(
         prog="plot.py",
@@ -536,22 +531,11 @@ def main(argv: list[str] | None = None) -> int:
         "heatmap), from the same aggregation as aggregate.py. Also: plot.py pe-analysis --help.",
     )
     parser.add_argument("folder", type=Path)
-    parser.add_argument("--metric", default="accuracy", choices=list(METRIC_DIRECTIONS))
-    parser.add_argument("--min-accuracy", type=float, default=0.9)
-    parser.add_argument("--exclude-not-learned", action="store_true")
-    parser.add_argument("--tag", default=None, help="plot results.<tag>.json re-evaluations")
+    add_selection_arguments(parser)
     parser.add_argument("--out", type=Path, default=None, help="default: the folder itself")
     args = parser.parse_args(argv)
-    try:
-        summary = aggregate(
-            args.folder,
-            metric=args.metric,
-            min_accuracy=args.min_accuracy,
-            exclude_not_learned=args.exclude_not_learned,
-            tag=args.tag,
-        )
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    summary = summary_from_arguments(args)
+    if summary is None:
         return 2
     for line in warnings_for(summary):
         print(f"warning: {line}", file=sys.stderr)
