@@ -100,3 +100,14 @@ def test_a_bad_value_in_a_single_run_leaves_a_failure_record(tmp_path):
     result = train("pe=xpos", "model=encoder", f"hydra.run.dir={tmp_path}")
     assert result.returncode == 2
     assert json.loads((tmp_path / "failed.json").read_text())["type"] == "ConfigError"
+
+
+def test_divergence_is_one_line_and_exit_status_3(tmp_path):
+    result = train(
+        "debug=fast", "optim.lr=1e30", "trainer.gradient_clip_val=null", f"hydra.run.dir={tmp_path}"
+    )
+    assert result.returncode == 3
+    assert result.stderr.strip().splitlines()[-1].startswith("error: training diverged at step")
+    assert "Traceback" not in result.stderr
+    failure = json.loads((tmp_path / "failed.json").read_text())
+    assert failure["type"] == "TrainingDiverged" and "traceback" not in failure

@@ -274,3 +274,22 @@ def test_wandb_groups_the_runs_of_a_sweep(tmp_path):
         assert wandb(str(tmp_path), group="mine", mode="disabled")._wandb_init["group"] == "mine"
     finally:
         HydraConfig.instance().cfg = None
+
+
+def test_a_non_finite_loss_stops_training_naming_the_step(tmp_path, monkeypatch):
+    import lengen.lit
+    from lengen.checks import TrainingDiverged
+
+    real = lengen.lit.batch_stats
+    calls = []
+
+    def diverging(logits, targets):
+        stats = real(logits, targets)
+        calls.append(1)
+        return {**stats, "loss_sum": float("nan")} if len(calls) == 3 else stats
+
+    monkeypatch.setattr(lengen.lit, "batch_stats", diverging)
+    cfg = compose_train("data.len=4", "eval.factors=[1]", "trainer.val_check_interval=100")
+    with pytest.raises(TrainingDiverged, match=r"^training diverged at step 2: the loss is nan"):
+        run(cfg, run_dir=tmp_path)
+    assert not (tmp_path / "results.json").exists()

@@ -9,3 +9,7 @@ def positive_int(key: str, value, minimum: int = 1) -> int:
         kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
         raise ValueError(f"{key} must be {kind}, got {value!r}")
     return value
+
+
+class TrainingDiverged(RuntimeError):
+    """The training loss stopped being finite; the message's first line names the step."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from lengen.checks import TrainingDiverged
 from lengen.config import ConfigError
 
 FAILED = "failed.json"
@@ -31,7 +32,7 @@ def record_failure(run_dir: Path, error: BaseException) -> None:
         "error": str(error).splitlines()[0] if str(error) else type(error).__name__,
         "type": type(error).__name__,
     }
-    if not isinstance(error, ConfigError):
+    if not isinstance(error, ConfigError | TrainingDiverged):
         report["traceback"] = traceback.format_exception(error)
     atomic_write_text(run_dir / FAILED, json.dumps(report, indent=2) + "\n")
 
@@ -49,10 +50,10 @@ def train_main(cfg: DictConfig) -> None:
         run(cfg)
     except Exception as error:  # noqa: BLE001 - every failure is recorded, then reported
         record_failure(Path(hydra.runtime.output_dir), error)
-        if isinstance(error, ConfigError):
+        if isinstance(error, ConfigError | TrainingDiverged):  # the user's to fix: one line
             print(f"error: {error}", file=sys.stderr)
             if not sweeping:
-                sys.exit(2)
+                sys.exit(2 if isinstance(error, ConfigError) else 3)
         elif not sweeping:
             raise
         else:

@@ -8,6 +8,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
+from lengen.checks import TrainingDiverged
 from lengen.data.datamodule import TaskData
 from lengen.evaluate import batch_stats, summarise
 
@@ -46,6 +47,13 @@ class LitModel(pl.LightningModule):
         loss = torch.nn.functional.cross_entropy(
             logits.float().flatten(0, 1), batch["targets"].flatten(), ignore_index=-100
         )
+        if not math.isfinite(stats["loss_sum"]):  # already on the host: no extra sync
+            raise TrainingDiverged(
+                f"training diverged at step {self.global_step}: the loss is "
+                f"{stats['loss_sum']}; nothing after this step is saved (checkpoints already in "
+                f"checkpoints/ are kept); allowed: a lower optim.lr, more optim.warmup_steps, "
+                f"trainer.gradient_clip_val, or another seed"
+            )
         self.train_tokens += sum(t.numel() for t in batch["inputs"].values())
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/accuracy", stats["correct_tokens"] / max(stats["tokens"], 1.0))
