@@ -283,8 +283,8 @@ def test_a_non_finite_loss_stops_training_naming_the_step(tmp_path, monkeypatch)
     real = lengen.lit.batch_stats
     calls = []
 
-    def diverging(logits, targets):
-        stats = real(logits, targets)
+    def diverging(logits, targets, **kwargs):
+        stats = real(logits, targets, **kwargs)
         calls.append(1)
         return {**stats, "loss_sum": float("nan")} if len(calls) == 3 else stats
 

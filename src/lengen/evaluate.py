@@ -16,13 +16,19 @@ from lengen.config import PROTOCOLS
 from lengen.data.datamodule import IGNORE, TaskData, max_position
 
 
-def batch_stats(logits: Tensor, targets: Tensor) -> dict[str, float]:
-    """Summed statistics of one batch: logits (B, T, V), targets (B, T) with IGNORE."""
-    logits = logits.detach()
-    scored = targets != IGNORE  # (B, T)
-    loss = F.cross_entropy(
+def loss_sum(logits: Tensor, targets: Tensor) -> Tensor:
+    """Summed cross-entropy over scored tokens: logits (B, T, V), targets (B, T) -> scalar."""
+    return F.cross_entropy(
         logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE, reduction="sum"
     )
+
+
+def batch_stats(logits: Tensor, targets: Tensor, loss: Tensor | None = None) -> dict[str, float]:
+    """Summed statistics of one batch: logits (B, T, V), targets (B, T) with IGNORE; ``loss``,
+    the batch's ``loss_sum`` if the caller already has it (training), is not computed again."""
+    logits = logits.detach()
+    scored = targets != IGNORE  # (B, T)
+    loss = loss_sum(logits, targets) if loss is None else loss.detach()
     correct = (logits.argmax(-1) == targets) & scored  # (B, T)
     return {
         "loss_sum": float(loss),

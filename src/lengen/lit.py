@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from lengen.checks import TrainingDiverged
 from lengen.data.datamodule import TaskData
-from lengen.evaluate import batch_stats, summarise
+from lengen.evaluate import batch_stats, loss_sum, summarise
 
 
 def warmup_cosine(step: int, *, warmup_steps: int, max_steps: int, min_lr_ratio: float) -> float:
@@ -43,10 +43,9 @@ class LitModel(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         logits = self.model(**batch["inputs"])
-        stats = batch_stats(logits, batch["targets"])
-        loss = torch.nn.functional.cross_entropy(
-            logits.float().flatten(0, 1), batch["targets"].flatten(), ignore_index=-100
-        )
+        summed = loss_sum(logits, batch["targets"])  # one cross-entropy serves loss and stats
+        stats = batch_stats(logits, batch["targets"], loss=summed)
+        loss = summed / max(stats["tokens"], 1.0)  # mean over scored tokens
         if not math.isfinite(stats["loss_sum"]):  # already on the host: no extra sync
             raise TrainingDiverged(
                 f"training diverged at step {self.global_step}: the loss is "
