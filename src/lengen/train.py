@@ -197,17 +197,17 @@ def evaluate_and_write(
     progress: bool = True,
 ) -> dict:
     """Evaluate at every length, then write the plot and results.json; print the table."""
-    from lengen.evaluate import evaluate
     from lengen.plots import plot_extrapolation
     from lengen.results import build_results, format_table, write_results
 
-    rows = evaluate(
+    # each data source evaluates in its own way (tasks: accuracy; text: perplexity) and may
+    # write extra files (loss by position, accuracy by depth) beside results.json
+    rows = data.evaluate(
         model.to(device),
-        data,
         lengths,
-        samples=cfg.eval.samples,
-        max_tokens_per_batch=cfg.eval.max_tokens_per_batch,
-        protocol=cfg.eval.decoding,
+        settings=cfg.eval,
+        output_dir=results_path.parent,
+        tag=results_path.name.removeprefix("results").removesuffix(".json"),
         progress=progress,
     )
     results = build_results(

@@ -200,6 +200,33 @@ class TaskData:
             self.eval_batches(self.train_len, self.val_samples, self.batch_size, self.eval_seed + 1)
         )
 
+    def evaluate(
+        self,
+        model,
+        lengths: list[int],
+        *,
+        settings,
+        output_dir=None,
+        tag: str = "",
+        progress: bool = True,
+    ) -> list[dict]:
+        """Results rows at every length (the ``eval`` config group in ``settings``).
+
+        ``output_dir`` and ``tag`` (``""`` for results.json, ``".<tag>"`` for eval.py's
+        results.<tag>.json) say where extra per-run files may go; tasks write none yet.
+        """
+        from lengen.evaluate import evaluate
+
+        return evaluate(
+            model,
+            self,
+            lengths,
+            samples=settings.samples,
+            max_tokens_per_batch=settings.max_tokens_per_batch,
+            protocol=settings.decoding,
+            progress=progress,
+        )
+
     def describe(self) -> dict:
         return {
             "task": self.task.name,
