@@ -1,0 +1,206 @@
+"""Attention maps and mean attention distance of a trained model, at any length.
+
+The model's attention layers call ``lengen.model.attention.attend``, which never forms the
+softmax weights explicitly on its fast paths. ``record_attention`` swaps in a reference
+implementation of the same function for one forward pass: explicit logits (content · scale +
+the PE's bias + the causal mask + CoPE's contextual term), softmax, weights @ v. It returns the
+weights of every positional self-attention call; cross-attention (no PE) is not recorded.
+
+Mean attention distance (as in ViT analyses, Dosovitskiy et al. 2021, on token offsets):
+for query i, Σ_j w_ij · |i − j| in **token indices** (not position values, which differ under
+randomized positions), averaged over queries and instances, per layer and head. A head that
+looks at its neighbours scores ~1; a head spread uniformly over a causal prefix of n tokens
+scores ~n/3 on average over queries.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+import lengen.model.attention as attention_module
+
+#: Longest sequence whose (H, T, T) weights are formed: maps are for looking at, not for 64k.
+MAX_MAP_LENGTH = 4096
+
+
+def reference_attend(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool,
+    pe=None,
+    q_positions: Tensor | None = None,
+    k_positions: Tensor | None = None,
+    dropout_p: float = 0.0,
+    **_kernel_options,
+) -> tuple[Tensor, Tensor]:
+    """Explicit softmax attention -> (output (B, H, Tq, hd), weights (B, H, Tq, Tk) fp32).
+
+    The same function as ``attend`` (its docstring), written the textbook way."""
+    q_len, k_len = q.shape[2], k.shape[2]
+    scale = (pe.attention_scale(k_len) if pe is not None else 1.0) / math.sqrt(q.shape[-1])
+    logits = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale  # (B, H, Tq, Tk)
+    if pe is not None and pe.has_bias:
+        logits = logits + pe.attention_bias(q_positions, k_positions)  # (H, Tq, Tk)
+    if causal:
+        query_index = torch.arange(q_len, device=q.device)[:, None] + (k_len - q_len)
+        future = torch.arange(k_len, device=q.device)[None, :] > query_index  # (Tq, Tk)
+        logits = logits.masked_fill(future, float("-inf"))
+    if pe is not None and pe.has_contextual:
+        logits = logits + pe.contextual_logits(q, logits)
+    weights = torch.softmax(logits, dim=-1)  # (B, H, Tq, Tk)
+    return torch.matmul(weights.to(v.dtype), v), weights
+
+
+@contextmanager
+def recording_attention():
+    """Within the block, every positional self-attention call appends its weights to the list
+    this yields, in call order (stack by stack, layer by layer)."""
+    recorded: list[Tensor] = []
+    original = attention_module.attend
+
+    def recording(q, k, v, **kwargs):
+        output, weights = reference_attend(q, k, v, **kwargs)
+        if kwargs.get("pe") is not None:
+            recorded.append(weights.detach().cpu())
+        return output
+
+    attention_module.attend = recording
+    try:
+        yield recorded
+    finally:
+        attention_module.attend = original
+
+
+@torch.no_grad()
+def record_attention(model: torch.nn.Module, inputs: dict) -> list[Tensor]:
+    """Weights of every positional self-attention layer for one batch -> [(B, H, Tq, Tk)]."""
+    longest = max(t.shape[1] for t in inputs.values())
+    if longest > MAX_MAP_LENGTH:
+        raise ValueError(
+            f"length: attention maps are formed explicitly, up to {MAX_MAP_LENGTH} positions; "
+            f"got {longest}"
+        )
+    was_training = model.training
+    model.eval()
+    try:
+        with recording_attention() as recorded:
+            model(**inputs)
+    finally:
+        model.train(was_training)
+    return recorded
+
+
+def mean_attention_distance(weights: Tensor) -> Tensor:
+    """weights (B, H, Tq, Tk), queries the last Tq of the Tk keys -> (H,) mean |i − j|."""
+    q_len, k_len = weights.shape[-2:]
+    query_index = torch.arange(q_len)[:, None] + (k_len - q_len)
+    distance = (query_index - torch.arange(k_len)[None, :]).abs().float()  # (Tq, Tk)
+    return (weights.float() * distance).sum(-1).mean(dim=(0, 2))
+
+
+def layer_names(model: torch.nn.Module) -> list[str]:
+    """Names of the positional self-attention layers in call order (e.g. 'encoder.0')."""
+    from lengen.model.transformer import Stack
+
+    names = []
+    for stack_name, module in model.named_modules():
+        if isinstance(module, Stack):
+            prefix = "" if stack_name == "stack" else f"{stack_name}."  # decoder-only: '0', '1'
+            names += [f"{prefix}{i}" for i in range(len(module.blocks))]
+    return names
+
+
+def analyse_run(
+    run_dir: str | Path,
+    length: int,
+    out_dir: str | Path | None = None,
+    samples: int = 16,
+    formats: tuple[str, ...] = ("png", "pdf"),
+) -> dict:
+    """Attention maps (first instance; every layer × head) and mean attention distance per
+    layer × head (mean over ``samples`` held-out instances) of a run's checkpoint at one length.
+
+    Writes attention_len<L>.json and the figures attention_maps_len<L>, attention_distance_len<L>
+    into ``out_dir`` (default: the run directory) -> the report dict."""
+    import json
+
+    from lengen.checkpoints import load_checkpoint, load_weights
+    from lengen.config import ConfigError, validate
+    from lengen.plots import OKABE_ITO, PAPER_RC, _pyplot, save_figure
+    from lengen.reeval import load_config
+    from lengen.results import atomic_write_text
+    from lengen.train import build
+
+    run_dir = Path(run_dir)
+    out_dir = Path(out_dir) if out_dir is not None else run_dir
+    cfg = load_config(run_dir, [])
+    validate(cfg)
+    data, model, _ = build(cfg)
+    load_weights(model, load_checkpoint(run_dir, "run"), "run")
+    if not hasattr(data, "eval_batches"):
+        raise ConfigError(f"run={run_dir}: attention maps are available for tasks only")
+    batch = next(iter(data.eval_batches(length, samples, samples)))
+    recorded = record_attention(model, batch["inputs"])
+    names = layer_names(model)
+    distances = torch.stack([mean_attention_distance(w) for w in recorded])  # (layers, H)
+    report = {
+        "run": str(run_dir),
+        "length": length,
+        "train_len": data.train_len,
+        "max_position": max(t.shape[1] for t in batch["inputs"].values()),
+        "samples": int(next(iter(batch["inputs"].values())).shape[0]),
+        "layers": names,
+        "mean_attention_distance": distances.tolist(),
+        "paths": [],
+    }
+
+    plt = _pyplot()
+    n_layers, n_heads = distances.shape
+    with plt.rc_context(PAPER_RC):
+        fig, axes = plt.subplots(
+            n_layers, n_heads, figsize=(2.2 * n_heads, 2.2 * n_layers), squeeze=False
+        )
+        for layer, weights in enumerate(recorded):
+            for head in range(n_heads):
+                ax = axes[layer][head]
+                ax.imshow(weights[0, head].numpy(), cmap="viridis", vmin=0, aspect="auto")
+                ax.set_title(f"layer {names[layer]}, head {head}", fontsize=8)
+                ax.set_xticks([])
+                ax.set_yticks([])
+            axes[layer][0].set_ylabel("query")
+        for head in range(n_heads):
+            axes[-1][head].set_xlabel("key")
+        fig.suptitle(
+            f"attention weights at length {length} (trained ≤ {data.train_len}), first instance"
+        )
+        fig.tight_layout()
+    report["paths"] += save_figure(fig, out_dir / f"attention_maps_len{length}", formats)
+
+    with plt.rc_context(PAPER_RC):
+        fig, ax = plt.subplots(figsize=(6.0, 3.6))
+        palette = list(OKABE_ITO.values())
+        for head in range(n_heads):
+            ax.plot(
+                range(n_layers),
+                distances[:, head].numpy(),
+                marker="o",
+                color=palette[head % len(palette)],
+                label=f"head {head}",
+            )
+        ax.set_xticks(range(n_layers), names)
+        ax.set_xlabel("layer")
+        ax.set_ylabel("mean attention distance (tokens)")
+        ax.set_title(f"length {length} (trained ≤ {data.train_len}), {report['samples']} instances")
+        ax.grid(alpha=0.3)
+        ax.legend(frameon=False, fontsize=8)
+    report["paths"] += save_figure(fig, out_dir / f"attention_distance_len{length}", formats)
+    report["paths"] = [str(p) for p in report["paths"]]
+    atomic_write_text(out_dir / f"attention_len{length}.json", json.dumps(report, indent=2) + "\n")
+    return report

@@ -1,0 +1,91 @@
+"""Attention maps: the reference attention equals the model's kernels for every PE, and the
+mean attention distance has its closed form."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from helpers import compose_train, yaml_choices
+from lengen.attention_maps import (
+    analyse_run,
+    layer_names,
+    mean_attention_distance,
+    record_attention,
+    recording_attention,
+)
+from lengen.train import build, run
+
+PES = yaml_choices("pe")
+
+
+def _model(pe: str, model: str = "decoder"):
+    cfg = compose_train(f"pe={pe}", f"model={model}", "model.d_model=32", "data.len=6")
+    data, model, _ = build(cfg)
+    return data, model.eval()
+
+
+@pytest.mark.parametrize("pe", PES)
+def test_recorded_forward_equals_the_model(pe, single_thread):
+    data, model = _model(pe)
+    batch = next(iter(data.eval_batches(12, 4, 4)))
+    with torch.no_grad():
+        expected = model(**batch["inputs"])
+        with recording_attention() as recorded:
+            actual = model(**batch["inputs"])
+    assert len(recorded) == model.n_layers
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_weights_are_causal_distributions(single_thread):
+    data, model = _model("alibi")
+    batch = next(iter(data.eval_batches(10, 2, 2)))
+    for weights in record_attention(model, batch["inputs"]):  # (B, H, T, T)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+        assert (weights.triu(diagonal=1) == 0).all()
+
+
+def test_encoder_decoder_records_self_attention_only(single_thread):
+    data, model = _model("rope", "encoder_decoder")
+    batch = next(iter(data.eval_batches(8, 2, 2)))
+    recorded = record_attention(model, batch["inputs"])
+    assert layer_names(model) == ["encoder.0", "encoder.1", "decoder.0", "decoder.1"]
+    assert [w.shape[-1] for w in recorded] == [8, 8, 8, 8]  # src 8; tgt = answer length 8
+
+
+def test_mean_distance_of_uniform_causal_attention_is_n_minus_1_over_4():
+    n = 9
+    weights = torch.tril(torch.ones(n, n))
+    weights = (weights / weights.sum(-1, keepdim=True))[None, None]  # (1, 1, n, n)
+    torch.testing.assert_close(mean_attention_distance(weights), torch.tensor([(n - 1) / 4]))
+
+
+def test_mean_distance_of_previous_token_heads_is_one():
+    n = 6
+    weights = torch.zeros(1, 2, n, n)
+    weights[:, :, 0, 0] = 1.0
+    weights[:, :, torch.arange(1, n), torch.arange(n - 1)] = 1.0  # each query on its left neighbour
+    expected = torch.full((2,), (n - 1) / n)
+    torch.testing.assert_close(mean_attention_distance(weights), expected)
+
+
+def test_analyse_run_writes_maps_and_distances(tmp_path, single_thread):
+    cfg = compose_train("data.len=4", "eval.lengths=[4]", "model.d_model=32", "pe=alibi")
+    run(cfg, run_dir=tmp_path)
+    report = analyse_run(tmp_path, length=12, samples=3, formats=("png",))
+    saved = json.loads((tmp_path / "attention_len12.json").read_text())
+    assert saved["length"] == 12 and saved["samples"] == 3
+    assert len(saved["mean_attention_distance"]) == 2  # layers
+    assert len(saved["mean_attention_distance"][0]) == 4  # heads
+    for name in ("attention_maps_len12.png", "attention_distance_len12.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert report["max_position"] == 2 * 12 + 1
+
+
+def test_attention_command_refuses_a_directory_without_a_run(tmp_path, capsys):
+    from lengen.plots import main
+
+    assert main(["attention", str(tmp_path), "--length", "8"]) == 2
+    assert capsys.readouterr().err.startswith("error: run=")
