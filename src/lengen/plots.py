@@ -493,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "attention":
+        return _attention_main(argv[1:])
     if argv and argv[0] == "pe-analysis":
         parser = argparse.ArgumentParser(
             prog="plot.py pe-analysis", description="Figures of the PE math (docs/analysis.md)."
@@ -543,4 +545,35 @@ def main(argv: list[str] | None = None) -> int:
     if not paths:
         print("warning: nothing to plot (no aggregated runs)", file=sys.stderr)
     print("\n".join(str(path) for path in paths))
+    return 0
+
+
+def _attention_main(argv: list[str]) -> int:
+    """``plot.py attention <run dir> --length L``: maps and mean attention distance."""
+    import argparse
+    import sys
+
+    from lengen.config import ConfigError
+
+    parser = argparse.ArgumentParser(
+        prog="plot.py attention",
+        description="Attention maps and mean attention distance of a run's checkpoint at one "
+        "length (docs/analysis.md).",
+    )
+    parser.add_argument("run", type=Path, help="a run directory with checkpoints/last.ckpt")
+    parser.add_argument("--length", type=int, required=True, help="evaluation length")
+    parser.add_argument("--samples", type=int, default=16, help="held-out instances (16)")
+    parser.add_argument("--out", type=Path, default=None, help="default: the run directory")
+    args = parser.parse_args(argv)
+    from lengen.attention_maps import analyse_run
+
+    try:
+        report = analyse_run(args.run, args.length, args.out, args.samples)
+    except (ConfigError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"mean attention distance at length {args.length} (tokens; rows: layers, columns: heads)")
+    for name, row in zip(report["layers"], report["mean_attention_distance"], strict=True):
+        print(f"  layer {name:>10}: " + "  ".join(f"{d:7.2f}" for d in row))
+    print("\n".join(report["paths"]))
     return 0
