@@ -1,0 +1,217 @@
+"""The attention kernels agree: relative-bias view, bias blocks and the textbook softmax."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import lengen.model.attention as attention
+from lengen.model import DecoderOnly
+from lengen.model.attention import attend, blocked_bias_attention, relative_bias_attention
+from lengen.pe.alibi import ALiBi
+from lengen.pe.fire import FIRE
+from lengen.pe.kerple import KERPLE
+from lengen.pe.sandwich import Sandwich
+from lengen.pe.t5 import T5RelativeBias
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+N_HEADS, HEAD_DIM = 4, 8
+
+#: every encoding whose bias depends on q − k only, with its variants
+RELATIVE = {
+    "alibi": partial(ALiBi),
+    "alibi_asymmetric": partial(ALiBi, bidirectional="asymmetric_offset"),
+    "alibi_separate_learnable": partial(ALiBi, bidirectional="separate", learnable_slopes=True),
+    "t5": partial(T5RelativeBias, num_buckets=8, max_distance=6),
+    "kerple_log": partial(KERPLE),
+    "kerple_power": partial(KERPLE, variant="power"),
+    "sandwich": partial(Sandwich, dim=16),
+}
+#: (queries, keys): a full sequence, a block of new queries (cached decoding), one query
+LENGTHS = [(11, 11), (5, 11), (1, 11)]
+
+
+def make_pe(name: str, causal: bool):
+    torch.manual_seed(0)
+    return RELATIVE[name](d_model=N_HEADS * HEAD_DIM, n_heads=N_HEADS, causal=causal)
+
+
+def qkv(q_len: int, k_len: int, batch: int = 2) -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(1)
+    # scale 2: large scores, a softmax far from uniform, so a wrong bias shows
+    q = 2 * torch.randn(batch, N_HEADS, q_len, HEAD_DIM, generator=generator)
+    k = 2 * torch.randn(batch, N_HEADS, k_len, HEAD_DIM, generator=generator)
+    v = torch.randn(batch, N_HEADS, k_len, HEAD_DIM, generator=generator)
+    return q, k, v
+
+
+def textbook(q, k, v, *, causal, pe, q_positions, k_positions):
+    """Dense softmax(q·kᵀ/√d + bias) v with an index-based causal mask, in float64."""
+    q_len, k_len = q.shape[2], k.shape[2]
+    logits = q.double() @ k.double().transpose(-1, -2) / math.sqrt(q.shape[-1])
+    logits = logits + pe.attention_bias(q_positions, k_positions).double()  # (H, Tq, Tk)
+    if causal:
+        future = torch.arange(k_len)[None, :] > torch.arange(q_len)[:, None] + (k_len - q_len)
+        logits = logits.masked_fill(future, float("-inf"))
+    return (torch.softmax(logits, dim=-1) @ v.double()).float()
+
+
+def positions_for(q_len: int, k_len: int, start: int = 0):
+    # the queries are the last q_len of k_len keys, the sequence starting at position `start`
+    return torch.arange(start + k_len - q_len, start + k_len), torch.arange(start, start + k_len)
+
+
+@pytest.mark.parametrize(("q_len", "k_len"), LENGTHS)
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("name", sorted(RELATIVE))
+def test_relative_path_matches_textbook_attention(name, causal, q_len, k_len):
+    pe = make_pe(name, causal)
+    q, k, v = qkv(q_len, k_len)
+    q_positions, k_positions = positions_for(q_len, k_len)
+    expected = textbook(
+        q, k, v, causal=causal, pe=pe, q_positions=q_positions, k_positions=k_positions
+    )
+    got = attend(q, k, v, causal=causal, pe=pe, q_positions=q_positions, k_positions=k_positions)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("query_block", [1, 3, 4])
+@pytest.mark.parametrize("causal", [True, False])
+def test_relative_path_blocks_equal_one_block(causal, query_block):
+    pe = make_pe("alibi_asymmetric", causal)
+    q, k, v = qkv(11, 11)
+    common = dict(causal=causal, pe=pe, position_offset=torch.tensor([0]), scale=HEAD_DIM**-0.5)
+    whole = relative_bias_attention(q, k, v, **common, query_block=11)
+    blocks = relative_bias_attention(q, k, v, **common, query_block=query_block)
+    torch.testing.assert_close(blocks, whole)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_relative_path_depends_on_position_offsets_only(causal):
+    # shifting every position by 100 changes nothing for a bias of q − k
+    pe = make_pe("t5", causal)
+    q, k, v = qkv(5, 11)
+    at_zero = attend(
+        q,
+        k,
+        v,
+        causal=causal,
+        pe=pe,
+        **dict(zip(("q_positions", "k_positions"), positions_for(5, 11), strict=True)),
+    )
+    shifted = attend(
+        q,
+        k,
+        v,
+        causal=causal,
+        pe=pe,
+        **dict(zip(("q_positions", "k_positions"), positions_for(5, 11, start=100), strict=True)),
+    )
+    torch.testing.assert_close(shifted, at_zero)
+
+
+@pytest.mark.parametrize("name", ["alibi_separate_learnable", "t5", "kerple_log"])
+def test_relative_path_gradients_equal_bias_blocks(name):
+    # learnable biases (slopes, T5 table, KERPLE r1 r2) and q, k, v get the same gradients
+    grads = []
+    for path in ("relative", "blocks"):
+        pe = make_pe(name, causal=False)
+        q, k, v = (t.requires_grad_() for t in qkv(7, 7))
+        positions = torch.arange(7)
+        common = dict(causal=False, pe=pe, scale=HEAD_DIM**-0.5)
+        if path == "relative":
+            out = relative_bias_attention(
+                q, k, v, **common, position_offset=positions[:1], query_block=3
+            )
+        else:
+            out = blocked_bias_attention(
+                q, k, v, **common, q_positions=positions, k_positions=positions, query_block=3
+            )
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        grads.append([q.grad, k.grad, v.grad] + [p.grad for p in pe.parameters()])
+    assert len(grads[0]) > 3  # the PE has parameters
+    for relative, blocks in zip(*grads, strict=True):
+        torch.testing.assert_close(relative, blocks, rtol=1e-5, atol=1e-6)
+
+
+def spy_on_sdpa(monkeypatch) -> list[torch.Tensor | None]:
+    masks = []
+    original = F.scaled_dot_product_attention
+
+    def recording(*args, attn_mask=None, **kwargs):
+        masks.append(attn_mask)
+        return original(*args, attn_mask=attn_mask, **kwargs)
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", recording)
+    return masks
+
+
+def test_relative_path_mask_is_a_view_of_one_table_per_offset(monkeypatch):
+    # no (H, n, n) tensor: every block's mask lives in the (H, Tq + Tk − 1) table's storage
+    masks = spy_on_sdpa(monkeypatch)
+    monkeypatch.setattr(attention, "RELATIVE_QUERY_BLOCK", 16)
+    pe, length = make_pe("alibi", causal=True), 64
+    q, k, v = qkv(length, length, batch=1)
+    positions = torch.arange(length)
+    attend(q, k, v, causal=True, pe=pe, q_positions=positions, k_positions=positions)
+    assert len(masks) == length // 16
+    table_bytes = N_HEADS * (2 * length - 1) * 4
+    for mask in masks:
+        assert mask.untyped_storage().nbytes() == table_bytes
+        assert mask.shape[2] == 16
+
+
+def test_non_contiguous_positions_take_bias_blocks(monkeypatch):
+    # randomized positions are not p, p+1, …: the table's offsets would be wrong, so blocks
+    masks = spy_on_sdpa(monkeypatch)
+    pe = make_pe("alibi", causal=True)
+    q, k, v = qkv(6, 6)
+    positions = torch.tensor([0, 2, 3, 7, 8, 20])
+    got = attend(q, k, v, causal=True, pe=pe, q_positions=positions, k_positions=positions)
+    expected = textbook(q, k, v, causal=True, pe=pe, q_positions=positions, k_positions=positions)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert all(mask.is_contiguous() for mask in masks)  # built blocks, not the strided view
+
+
+def test_fire_takes_bias_blocks_within_the_budget(monkeypatch):
+    # FIRE's bias depends on the query position too: dense blocks, each within the budget
+    masks = spy_on_sdpa(monkeypatch)
+    pe = FIRE(d_model=N_HEADS * HEAD_DIM, n_heads=N_HEADS, causal=True)
+    q, k, v = qkv(11, 11)
+    positions = torch.arange(11)
+    budget = 2 * N_HEADS * 11 * 3  # three query rows of (B, H, ·, Tk)
+    got = attend(
+        q,
+        k,
+        v,
+        causal=True,
+        pe=pe,
+        q_positions=positions,
+        k_positions=positions,
+        max_bias_elements=budget,
+    )
+    expected = textbook(q, k, v, causal=True, pe=pe, q_positions=positions, k_positions=positions)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert len(masks) == 4  # ceil(11 / 3)
+    assert all(q.shape[0] * mask.numel() <= budget for mask in masks)
+
+
+@pytest.mark.parametrize("pe_name", ["alibi", "t5"])
+def test_decoder_logits_equal_across_kernels(monkeypatch, pe_name):
+    # the whole model: the relative path in several blocks against the bias-block path
+    monkeypatch.setattr(attention, "RELATIVE_QUERY_BLOCK", 8)
+    torch.manual_seed(0)
+    model = DecoderOnly(
+        pe=RELATIVE[pe_name], vocab_size=16, d_model=32, n_layers=2, n_heads=4, d_ff=64
+    ).eval()
+    tokens = torch.randint(0, 16, (2, 30))
+    with torch.no_grad():
+        relative = model(tokens)
+        model.stack.pe.bias_is_relative = False  # instance attribute: forces the block path
+        blocks = model(tokens)
+    torch.testing.assert_close(relative, blocks, rtol=1e-5, atol=1e-5)
