@@ -257,7 +257,7 @@ def test_alibi_bias_blocks_stay_within_max_bias_elements(causal, max_bias_elemen
 
     pe.attention_bias = spy
     q, k, v = qkv(11, 11)
-    positions = torch.arange(11)
+    positions = torch.arange(11) * 2  # not contiguous: the blocked path (no relative table)
     attend(
         q,
         k,
@@ -437,7 +437,7 @@ def test_bias_blocks_count_the_batch_in_their_budget():
 
     pe.attention_bias = recording
     q, k, v = torch.randn(3, 4, 2, 16, 8).unbind(0)
-    positions = torch.arange(16)
+    positions = torch.arange(16) * 2  # not contiguous: the blocked path (no relative table)
     attend(
         q,
         k,

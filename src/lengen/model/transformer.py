@@ -10,6 +10,10 @@ al., §3.4), so tokens and added position signals (sinusoidal, learned) start at
 magnitude. With tied embeddings the final hidden state is scaled by d^-1/2 before the shared
 projection (as T5 does): otherwise each token's logit for itself starts near √d_model and the
 initial loss is several times ln(vocab).
+
+Causal models also decode incrementally: ``new_cache(total_length)`` then ``decode(tokens,
+cache)`` a few tokens at a time gives the logits that ``forward`` gives over the whole sequence
+(``lengen.model.cache``). The training path (``forward``) takes no cache and does no extra work.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from torch import Tensor, nn
 
 from lengen.checks import positive_int
 from lengen.model.attention import MultiHeadAttention
+from lengen.model.cache import DecodingCache, LayerCache
 from lengen.pe.base import PositionalEncoding
 
 PEFactory = Callable[..., PositionalEncoding]
@@ -43,11 +48,16 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x, pe, positions, memory=None):
-        # x: (B, T, D), memory: (B, S, D) or None
-        x = x + self.dropout(self.attn(self.norm_attn(x), pe, positions))
+    def forward(self, x, pe, positions, memory=None, cache: LayerCache | None = None):
+        # x: (B, T, D), memory: (B, S, D) or None; cache: this block's state while decoding
+        self_cache = cross_cache = None
+        if cache is not None:
+            self_cache, cross_cache = cache.self_attention, cache.cross_attention
+        x = x + self.dropout(self.attn(self.norm_attn(x), pe, positions, cache=self_cache))
         if self.cross_attn is not None:
-            x = x + self.dropout(self.cross_attn(self.norm_cross(x), pe, positions, memory))
+            x = x + self.dropout(
+                self.cross_attn(self.norm_cross(x), pe, positions, memory, cache=cross_cache)
+            )
         return x + self.dropout(self.mlp(self.norm_mlp(x)))
 
 
@@ -80,14 +90,38 @@ class Stack(nn.Module):
         """A bidirectional stack whose PE adds nothing cannot tell positions apart."""
         return not self.causal and not self.pe.provides_positions
 
-    def forward(self, x: Tensor, positions: Tensor | None = None, memory=None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        positions: Tensor | None = None,
+        memory=None,
+        cache: DecodingCache | None = None,
+    ) -> Tensor:
         # x: (B, T, D) token embeddings; positions: (T,), by default the PE's (0 … T−1, or a
         # random subset under pe.randomized)
+        if cache is not None:
+            return self._forward_cached(x, cache)
         if positions is None:
             positions = self.pe.positions(x.shape[1], x.device)
         x = self.dropout(self.pe.embed(x, positions))
         for block in self.blocks:
             x = block(x, self.pe, positions, memory)
+        return self.norm(x)
+
+    def new_cache(self, total_length: int, memory: Tensor | None = None) -> DecodingCache:
+        """Empty decoding state for a sequence of ``total_length`` tokens (causal stacks)."""
+        if not self.causal:
+            raise ValueError("cached decoding needs a causal stack (decoder), not an encoder")
+        device = self.norm.weight.device
+        return DecodingCache(self.pe, len(self.blocks), total_length, device, memory)
+
+    def _forward_cached(self, x: Tensor, cache: DecodingCache) -> Tensor:
+        # x: (B, T, D) embeddings of the next T tokens -> (B, T, D)
+        positions = cache.next_positions(x.shape[1])  # (T,)
+        x = self.dropout(self.pe.embed(x, positions))
+        for block, layer in zip(self.blocks, cache.layers, strict=True):
+            x = block(x, cache.pe, positions, cache.memory, layer)
+        cache.length += x.shape[1]
         return self.norm(x)
 
 
@@ -175,6 +209,18 @@ class DecoderOnly(_Transformer):
         # tokens: (B, T) -> logits (B, T, V)
         return self.project(self.stack(self.embed(tokens), positions))
 
+    def new_cache(self, total_length: int) -> DecodingCache:
+        """Decoding state for a sequence of ``total_length`` tokens (see ``decode``)."""
+        return self.stack.new_cache(total_length)
+
+    def decode(self, tokens: Tensor, cache: DecodingCache) -> Tensor:
+        """Logits of the next tokens (B, T) -> (B, T, V), given the earlier ones in ``cache``.
+
+        Equals the corresponding rows of ``forward`` over the whole ``total_length``-token
+        sequence (``lengen.model.cache`` explains why); the first call usually feeds the prompt.
+        """
+        return self.project(self.stack(self.embed(tokens), cache=cache))
+
 
 class EncoderOnly(DecoderOnly):
     """Bidirectional encoder; answers are read from answer slots (Chomsky-hierarchy style)."""
@@ -216,3 +262,14 @@ class EncoderDecoder(_Transformer):
         # src: (B, S), tgt: (B, T) -> logits (B, T, V)
         memory = self.encoder(self.embed(src), src_positions)  # (B, S, D)
         return self.project(self.decoder(self.embed(tgt), tgt_positions, memory))
+
+    def new_cache(
+        self, total_length: int, src: Tensor, src_positions: Tensor | None = None
+    ) -> DecodingCache:
+        """Encode ``src`` (B, S) once; decoding state for a ``total_length``-token target."""
+        memory = self.encoder(self.embed(src), src_positions)  # (B, S, D)
+        return self.decoder.new_cache(total_length, memory)
+
+    def decode(self, tgt: Tensor, cache: DecodingCache) -> Tensor:
+        """Logits of the next target tokens (B, T) -> (B, T, V); see ``DecoderOnly.decode``."""
+        return self.project(self.decoder(self.embed(tgt), cache=cache))
