@@ -1,0 +1,337 @@
+"""Text corpora for language modelling: sources, tokenizers and the on-disk cache (docs/data.md).
+
+One path for every source, through Hugging Face ``datasets``: local files (``data.files``:
+plain text, JSON lines or parquet; a path, a glob or a list) or a dataset (``data.dataset``: a
+hub name or a local directory). Rows become one token stream per split: each row's text,
+followed by a newline where it does not end with one (empty rows are dropped).
+
+Tokenizers come from Hugging Face ``tokenizers``: ``bpe`` (byte-level BPE trained on the training
+split), ``char``, ``byte``, ``word`` (whitespace-separated words plus ``<eos>`` at each line end,
+for WikiText's pre-tokenised text), or a path to a ``tokenizer.json``. Trained tokenizers and
+tokenised splits are cached under ``data.cache_dir``, keyed by the content of the sources and
+every setting that changes the tokens, so a second run with the same data starts at once.
+
+Heavy libraries (numpy, datasets, tokenizers) are imported inside functions: importing this
+module is cheap, so ``lengen.config`` can call :func:`validate_text_config` before anything.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+TOKENIZER_KINDS = ("bpe", "char", "byte", "word")
+PROTOCOLS = ("nonoverlap", "sliding")
+#: bump when the way tokens or bytes are computed changes: old cache entries stop matching
+CACHE_VERSION = 1
+EOS = "<eos>"
+UNK = "[UNK]"
+_BUILDERS = {
+    ".txt": "text",
+    ".text": "text",
+    ".json": "json",
+    ".jsonl": "json",
+    ".parquet": "parquet",
+}
+_ROWS_PER_CHUNK = 2048  # rows encoded per encode_batch call (one progress-bar tick)
+
+
+# -- files ------------------------------------------------------------------------------------
+def _as_list(spec) -> list[str]:
+    if spec is None:
+        return []
+    if isinstance(spec, str | os.PathLike):
+        return [str(spec)]
+    return [str(item) for item in spec]
+
+
+def expand_files(key: str, spec) -> list[Path]:
+    """``data.files.<split>`` (a path, a glob or a list of them) -> the files, sorted per entry.
+
+    Raises ValueError naming ``key`` when an entry matches no file."""
+    files: list[Path] = []
+    for entry in _as_list(spec):
+        pattern = os.path.expanduser(entry)
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        matches = [m for m in matches if Path(m).is_file()]
+        if not matches:
+            raise ValueError(
+                f"{key}: no file matches {entry!r} (relative paths are taken from the current "
+                f"directory {os.getcwd()}); allowed: a path, a glob or a list of text (.txt), "
+                f"JSON lines (.json, .jsonl) or parquet files"
+            )
+        files += [Path(m).resolve() for m in matches]
+    return files
+
+
+def file_builder(key: str, files: list[Path]) -> str:
+    """The ``datasets`` builder of these files (one format per split)."""
+    builders = {_BUILDERS.get(f.suffix.lower()) for f in files}
+    if None in builders or len(builders) != 1:
+        suffixes = sorted({f.suffix or "(none)" for f in files})
+        raise ValueError(
+            f"{key}: cannot tell the format of files ending {', '.join(suffixes)}; allowed: one "
+            f"of {', '.join(_BUILDERS)} per split"
+        )
+    return builders.pop()
+
+
+def content_hash(files: Iterable[Path]) -> str:
+    """sha256 of the files' bytes (and sizes, so concatenations cannot collide)."""
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.stat().st_size}:".encode())
+        with open(path, "rb") as handle:
+            while block := handle.read(1 << 22):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def settings_key(settings: Mapping) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+
+
+# -- rows -> stream ----------------------------------------------------------------------------
+def stream_rows(texts: Iterable[str]) -> list[str]:
+    """A split's rows as the pieces of its stream: newline-terminated, empty rows dropped."""
+    return [t if t.endswith("\n") else t + "\n" for t in texts if t]
+
+
+def carve(rows: list[str], fraction: float) -> tuple[list[str], list[str], dict]:
+    """Split one split's rows into (train, validation): validation is the tail of whole rows
+    holding about ``fraction`` of the characters. Deterministic; the rule is returned."""
+    import numpy as np
+
+    chars = np.cumsum([len(r) for r in rows])  # one int per row, not per token
+    total = int(chars[-1]) if len(rows) else 0
+    cut = int(np.searchsorted(chars, (1 - fraction) * total, side="left")) + 1
+    cut = min(max(cut, 1), len(rows) - 1) if len(rows) > 1 else len(rows)
+    rule = {
+        "validation": "carved",
+        "rule": f"the last rows holding {fraction:g} of the characters of the training split "
+        f"(data.validation_fraction); rows {cut}..{len(rows) - 1} of {len(rows)}",
+        "validation_fraction": fraction,
+        "first_validation_row": cut,
+    }
+    return rows[:cut], rows[cut:], rule
+
+
+# -- tokenizers --------------------------------------------------------------------------------
+def byte_alphabet() -> list[str]:
+    """GPT-2's printable stand-in character of each byte value 0..255 (ByteLevel's mapping)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    chars, extra = {}, 0
+    for byte in range(256):
+        if byte in keep:
+            chars[byte] = chr(byte)
+        else:
+            chars[byte] = chr(256 + extra)
+            extra += 1
+    return [chars[b] for b in range(256)]
+
+
+def new_tokenizer(kind: str, vocab_size: int | None, train_rows: list[str], progress: bool):
+    """A tokenizer of this kind, trained on ``train_rows`` where the kind learns a vocabulary."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    if kind == "byte":  # id = byte value; no merges, nothing learned
+        vocab = {char: byte for byte, char in enumerate(byte_alphabet())}
+        tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        return tokenizer
+    if kind == "bpe":
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=progress,
+        )
+    elif kind == "char":  # every character of the training split; unseen ones map to [UNK]
+        alphabet = sorted(set().union(*map(set, train_rows))) if train_rows else []
+        vocab = {char: i for i, char in enumerate([UNK, *alphabet])}
+        tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=UNK))
+        tokenizer.decoder = decoders.Fuse()
+        return tokenizer
+    elif kind == "word":  # whitespace-separated words; a line end is the word <eos>
+        tokenizer = Tokenizer(models.WordLevel(unk_token=UNK))
+        tokenizer.normalizer = normalizers.Replace("\n", f" {EOS} ")
+        tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        trainer = trainers.WordLevelTrainer(
+            vocab_size=vocab_size or 1 << 31, special_tokens=[UNK, EOS], show_progress=progress
+        )
+    else:
+        raise ValueError(f"data.tokenizer must be one of {', '.join(TOKENIZER_KINDS)} or a path")
+    tokenizer.train_from_iterator(train_rows, trainer, length=len(train_rows))
+    return tokenizer
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def load_tokenizer(
+    spec: str,
+    vocab_size: int | None,
+    train_rows,
+    train_key: str,
+    cache_dir: Path,
+    progress: bool,
+):
+    """(tokenizer, its sha256, cache hit?) for ``data.tokenizer``: a kind or a tokenizer.json.
+
+    ``train_rows`` is a callable giving the training rows (only called when one is trained)."""
+    from tokenizers import Tokenizer
+
+    if spec not in TOKENIZER_KINDS:
+        text = Path(spec).expanduser().read_text()
+        return Tokenizer.from_str(text), hashlib.sha256(text.encode()).hexdigest(), True
+    learned = spec in ("bpe", "char", "word")  # byte has nothing to learn
+    settings = {
+        "kind": spec,
+        "vocab_size": vocab_size if spec in ("bpe", "word") else None,
+        "train": train_key if learned else None,
+        "version": CACHE_VERSION,
+    }
+    path = cache_dir / "tokenizers" / f"{spec}-{settings_key(settings)}.json"
+    hit = path.is_file()
+    if hit:
+        text = path.read_text()
+    else:
+        text = new_tokenizer(spec, vocab_size, train_rows() if learned else [], progress).to_str()
+        _atomic_write(path, text)
+    return Tokenizer.from_str(text), hashlib.sha256(text.encode()).hexdigest(), hit
+
+
+# -- encoding ---------------------------------------------------------------------------------
+def byte_level_lengths(tokenizer):
+    """Bytes of every vocabulary entry -> int32 (V,), for byte-level tokenizers (each character
+    of a token stands for one byte); None for other tokenizers."""
+    import numpy as np
+
+    if type(tokenizer.pre_tokenizer).__name__ != "ByteLevel":
+        return None
+    lengths = np.zeros(tokenizer.get_vocab_size(), dtype=np.int32)
+    for token, index in tokenizer.get_vocab().items():  # once per vocabulary entry
+        lengths[index] = len(token)
+    return lengths
+
+
+def encode_stream(tokenizer, rows: list[str], *, with_bytes: bool, desc: str, progress: bool):
+    """rows -> (ids int32 (N,), bytes int32 (N,) or None): one stream, no special tokens.
+
+    ``bytes[i]`` is the number of UTF-8 bytes of text that token i accounts for. Byte-level
+    tokenizers (``bpe``, ``byte``, GPT-2-style tokenizer.json files): the token's own bytes,
+    which partition the text exactly. Others (``char``, ``word``): the token's characters plus
+    the whitespace or separators since the previous token's end (from the tokenizer's offsets),
+    so the tokens still account for all of the text, whatever the tokenizer drops (``word``
+    drops spaces). Work is per chunk of rows, never per token in Python."""
+    import numpy as np
+    from tqdm.auto import tqdm
+
+    table = byte_level_lengths(tokenizer) if with_bytes else None
+    with_offsets = with_bytes and table is None
+
+    ids_parts, end_parts = [], []
+    row_start = 0  # character offset of the current row in the joined stream
+    with tqdm(total=len(rows), desc=desc, unit="rows", disable=not progress) as bar:
+        for first in range(0, len(rows), _ROWS_PER_CHUNK):
+            chunk = rows[first : first + _ROWS_PER_CHUNK]
+            encodings = tokenizer.encode_batch(chunk, add_special_tokens=False)
+            for row, encoding in zip(chunk, encodings, strict=True):
+                ids_parts.append(np.asarray(encoding.ids, dtype=np.int32))
+                if with_offsets:
+                    offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+                    end_parts.append(row_start + offsets[:, 1])
+                row_start += len(row)
+            bar.update(len(chunk))
+    ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, dtype=np.int32)
+    if not with_bytes:
+        return ids, None
+    if table is not None:
+        return ids, table[ids]
+    # UTF-8 length of every character of the stream, then bytes up to each token's end
+    codes = np.frombuffer("".join(rows).encode("utf-32-le"), dtype=np.uint32)
+    char_bytes = 1 + (codes >= 0x80) + (codes >= 0x800) + (codes >= 0x10000)  # (chars,)
+    byte_at = np.concatenate([[0], np.cumsum(char_bytes, dtype=np.int64)])  # (chars + 1,)
+    ends = np.concatenate(end_parts) if end_parts else np.zeros(0, dtype=np.int64)
+    end_bytes = np.maximum.accumulate(byte_at[ends]) if len(ends) else ends
+    token_bytes = np.diff(end_bytes, prepend=0).astype(np.int32)
+    return ids, token_bytes
+
+
+# -- validation of the config (called by lengen.config.validate, before heavy imports) ---------
+def validate_text_config(cfg) -> None:
+    """Check the text data and text evaluation keys; raise ConfigError naming the key."""
+    from lengen.checks import positive_int
+    from lengen.config import ConfigError, eval_lengths
+
+    data, settings = cfg.data, cfg.eval
+    try:
+        for key in ("batch_size", "val_samples"):
+            positive_int(f"data.{key}", data[key])
+        files = data.files
+        if (data.dataset is None) == (files.train is None):
+            raise ValueError(
+                "data.files.train: give exactly one source; allowed: data.files.train (a path, "
+                "glob or list of local files) or data.dataset (a hub name or a local dataset "
+                f"directory), got data.files.train={files.train!r} and data.dataset="
+                f"{data.dataset!r}"
+            )
+        if data.dataset is None:
+            for split in ("train", "validation"):
+                found = expand_files(f"data.files.{split}", files[split])
+                if found:
+                    file_builder(f"data.files.{split}", found)
+        elif files.validation is not None:
+            raise ValueError(
+                "data.files.validation: only with data.files.train; with data.dataset choose "
+                "the split with data.validation_split"
+            )
+        tokenizer = data.tokenizer
+        if tokenizer not in TOKENIZER_KINDS and not Path(str(tokenizer)).expanduser().is_file():
+            raise ValueError(
+                f"data.tokenizer must be one of {', '.join(TOKENIZER_KINDS)} or the path of a "
+                f"tokenizer.json; got {tokenizer!r}"
+            )
+        if tokenizer == "bpe" or data.vocab_size is not None:
+            positive_int("data.vocab_size", data.vocab_size, 256 if tokenizer == "bpe" else 1)
+        fraction = data.validation_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+            fraction = -1
+        if not 0 < fraction <= 0.5:
+            raise ValueError(
+                f"data.validation_fraction must be a number in (0, 0.5], got "
+                f"{data.validation_fraction!r}"
+            )
+        if not isinstance(data.text_field, str) or not data.text_field:
+            raise ValueError(f"data.text_field must be a column name, got {data.text_field!r}")
+        if settings.protocol not in PROTOCOLS:
+            raise ValueError(
+                f"eval.protocol must be one of {', '.join(PROTOCOLS)}; got {settings.protocol!r}"
+            )
+        lengths = eval_lengths(cfg)
+        if settings.stride is not None:
+            positive_int("eval.stride", settings.stride)
+            if settings.stride > min(lengths):
+                raise ValueError(
+                    f"eval.stride must be <= every eval length (else tokens go unscored); got "
+                    f"{settings.stride} with eval lengths {lengths}"
+                )
+        if settings.max_tokens is not None:
+            positive_int("eval.max_tokens", settings.max_tokens, max(lengths))
+    except ConfigError:
+        raise
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
