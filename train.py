@@ -19,8 +19,11 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    try:  # unknown group choices fail here, before Hydra composes anything
+    from lengen.cli import check_override_keys
+
+    try:  # unknown group choices and keys fail here, before Hydra composes anything
         check_group_overrides(sys.argv[1:])
+        check_override_keys(sys.argv[1:])
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
