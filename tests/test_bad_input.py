@@ -1,0 +1,85 @@
+"""A table of bad command lines: each stops in seconds, before training, with exit status 2 and
+one line naming the key and what is allowed, and no traceback.
+
+All cases run through the real ``python train.py`` (a few at a time, since each waits mostly
+on imports), then each is checked on its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from helpers import CONFIG_DIR
+
+ROOT = CONFIG_DIR.parent
+
+# (command-line arguments, text the first line of stderr must hold: the key, and the allowed)
+CASES = [
+    ("pe=ropee", "pe=ropee: unknown choice; allowed: alibi"),
+    ("model=gpt", "model=gpt: unknown choice; allowed: decoder, encoder, encoder_decoder"),
+    ("data=copyy", "data=copyy: unknown choice; allowed:"),
+    ("data.len=0", "data.len must be a positive integer"),
+    ("data.len=abc", "data.len must be a positive integer, got 'abc'"),
+    ("trainer.max_steps=-1", "trainer.max_steps must be a positive integer"),
+    ("optim.lr=0", "optim.lr must be a number in (0.0, inf)"),
+    ("model.dropout=1.5", "model.dropout must be a number in [0.0, 1.0)"),
+    ("model.n_heads=3", "model.d_model must be divisible by model.n_heads"),
+    ("data.task.n_symbols=1", "data.task.n_symbols must be an integer >= 2"),
+    ("eval.lengths=[0]", "eval.lengths must hold positive integers"),
+    ("data.len=5 eval.factors=[1.5]", "eval.factors: 1.5 × data.len 5 = 7.5 is not a whole"),
+    ("eval.decoding=beam", "eval.decoding must be one of teacher_forced"),
+    ("foo=1", "foo: no such key; allowed at the top level: data, eval"),
+    ("data.lenn=3", "data.lenn: no such key; allowed under data:"),
+    ("init_from=/no/such/path", "init_from=/no/such/path: no such run directory or checkpoint"),
+    ("pe=xpos model=encoder", "pe: XPos is defined for causal attention only; allowed:"),
+    ("pe=learned pe.policy=error", "pe.policy=error: evaluation needs 257 positions"),
+    ("pe.randomized=true", "pe.max_position must be an integer >= 257"),
+    ("resume=maybe", "resume must be true or false"),
+    ("resume=true", "resume=true: no checkpoint at"),
+    ("trainer.strategy=fsdp", "trainer.strategy must be one of auto, ddp"),
+    ("trainer.checkpoint_every_n_steps=0", "trainer.checkpoint_every_n_steps must be a positive"),
+    (
+        "trainer=ddp data.batch_size=7",
+        "data.batch_size=7 is the global batch and must be divisible",
+    ),
+]
+
+
+def train(arguments: str) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory() as folder:
+        return subprocess.run(
+            [sys.executable, str(ROOT / "train.py"), *arguments.split()]
+            + [f"hydra.run.dir={folder}/run", f"hydra.sweep.dir={folder}/sweep"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, subprocess.CompletedProcess]:
+    arguments = [case for case, _ in CASES]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return dict(zip(arguments, pool.map(train, arguments), strict=True))
+
+
+def test_the_table_is_large_enough():
+    assert len(CASES) >= 15 and len({case for case, _ in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize(("arguments", "expected"), CASES, ids=[case for case, _ in CASES])
+def test_bad_input_is_one_line_naming_the_key(outcomes, arguments, expected):
+    result = outcomes[arguments]
+    assert result.returncode == 2, result.stderr[-2000:]
+    first_line = result.stderr.strip().splitlines()[0]
+    assert first_line.startswith("error: "), result.stderr[-2000:]
+    assert expected in first_line, first_line
+    assert "Traceback" not in result.stderr
+    assert "Set the environment variable HYDRA_FULL_ERROR" not in result.stderr
