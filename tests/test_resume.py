@@ -224,3 +224,15 @@ def test_a_signal_before_validation_resumes_without_repeating_or_skipping_it(tmp
     assert sorted(losses(cut)) == list(range(30))
     for step in range(30):
         assert losses(cut)[step] == pytest.approx(losses(whole)[step], abs=1e-6)
+
+
+def test_eval_refuses_an_interrupted_run(tmp_path):
+    """A run stopped mid-training has a checkpoint but no results: eval.py must not score it."""
+    from lengen.reeval import evaluate_run
+    from lengen.train import save_config
+
+    save_config(compose_train(), tmp_path / "config.yaml")
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"^run=.*never finished \(no results.json\)"):
+        evaluate_run([f"run={tmp_path}"])

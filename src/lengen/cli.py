@@ -29,10 +29,11 @@ FAILED = "failed.json"
 
 def record_failure(run_dir: Path, error: BaseException) -> None:
     """Write failed.json into a run directory that holds no finished results."""
+    from lengen.checkpoints import is_rank_zero
     from lengen.results import atomic_write_text
 
-    if not run_dir.is_dir() or (run_dir / "results.json").exists():
-        return
+    if not is_rank_zero() or not run_dir.is_dir() or (run_dir / "results.json").exists():
+        return  # rank 0 writes for all the processes of a multi-process run
     report = {
         "error": str(error).splitlines()[0] if str(error) else type(error).__name__,
         "type": type(error).__name__,

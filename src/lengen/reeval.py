@@ -78,6 +78,11 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
 
     run_dir, tag, overrides = parse_arguments(arguments)
     cfg = load_config(run_dir, overrides)
+    if not (run_dir / "results.json").is_file():  # its last.ckpt is a mid-training state
+        raise ConfigError(
+            f"run={run_dir}: the run never finished (no results.json); allowed: a finished run "
+            f"directory, or finish this one first with resume=true hydra.run.dir={run_dir}"
+        )
     validate(cfg)
     checkpoint = load_checkpoint(run_dir, "run")
     data, model, lengths = build(cfg)
