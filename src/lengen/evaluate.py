@@ -74,7 +74,7 @@ def _add(total: dict[str, float], part: dict[str, float]) -> None:
 
 def answer_span(targets: Tensor) -> tuple[int, int]:
     """(first scored index, answer length m) of targets (B, T): every row of a batch shares
-    one layout, the answer being its last m scored columns."""
+    one layout, whose scored columns (the answer) run from there to the end."""
     scored = (targets[0] != IGNORE).nonzero().flatten()
     return int(scored[0]), len(scored)
 
@@ -93,21 +93,19 @@ def greedy_generate(model: torch.nn.Module, inputs: dict, targets: Tensor) -> Te
         tokens = inputs["tokens"]  # (B, N): BOS x SEP y1 … y(m−1)
         cache = model.new_cache(tokens.shape[1])
         prompt = tokens[:, : start + 1]  # BOS x SEP: the last prompt token predicts y1
-        step = model.decode
     elif model.kind == "encoder_decoder":
         tokens = inputs["tgt"]  # (B, m): BOS y1 … y(m−1)
-        cache = model.new_cache(tokens.shape[1], inputs["src"])
+        cache = model.new_cache(tokens.shape[1], inputs["src"])  # encodes x once
         prompt = tokens[:, :1]  # BOS
-        step = model.decode
     else:
         raise ValueError(f"greedy decoding: unknown model kind {model.kind!r}")
     generated = []
-    logits = step(prompt, cache)[:, -1]  # (B, V)
+    logits = model.decode(prompt, cache)[:, -1]  # (B, V)
     for index in range(answer_length):
         token = logits.argmax(-1)  # (B,)
         generated.append(token)
         if index + 1 < answer_length:  # the last answer token is never fed back
-            logits = step(token[:, None], cache)[:, -1]
+            logits = model.decode(token[:, None], cache)[:, -1]
     return torch.stack(generated, dim=1)  # (B, m)
 
 
