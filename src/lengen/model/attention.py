@@ -4,11 +4,16 @@
   memory-efficient kernels on GPU, the fused CPU kernel here), with ``is_causal``.
 * Contextual encodings (CoPE), whose logits depend on q·k itself, use an explicit softmax over
   the same query blocks.
-* Bias encodings (ALiBi …) go through SDPA with a float ``attn_mask`` built from the PE's
-  ``score_bias``, **one block of queries at a time**: the bias block is (H, chunk, Tk), so memory
-  grows linearly with length instead of materialising (H, T, T) at long evaluation lengths. At
-  training lengths the whole sequence is one block. FlexAttention ``score_mod`` can later plug in
-  here, with the same ``score_bias``.
+* Bias encodings whose bias depends on q − k only (``pe.bias_is_relative``: ALiBi, T5,
+  KERPLE, Sandwich), at contiguous positions: one (H, Tq + Tk − 1) table of the bias per offset,
+  read by SDPA through a strided view with the keys reversed (``relative_bias_attention``). No
+  (H, n, n) tensor exists at any length, and SDPA's fused kernel runs at near no-bias speed.
+* Every other bias (FIRE, randomized positions): SDPA with a float ``attn_mask`` built from the
+  PE's ``score_bias`` **one block of queries at a time** (``blocked_bias_attention``): the block
+  is (B, H, chunk, Tk) within ``MAX_BIAS_ELEMENTS``, so memory grows linearly with length. At
+  training lengths the whole sequence is one block.
+* FlexAttention is not used: on CPU it has no backward pass, needs a compile (8–26 s) per
+  length and ran ALiBi slower than the relative path (docs/benchmarks.md).
 
 Causal masking is by index (query i sees keys ≤ i + Tk − Tq), never by position value, so
 cached decoding and non-contiguous positions keep the same mask.
@@ -22,10 +27,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lengen.model.cache import KVCache, MemoryCache
 from lengen.pe.base import PositionalEncoding
 
 #: Largest block of attention scores (B × H × queries × keys) built at once; 16M fp32 = 64 MiB.
 MAX_BIAS_ELEMENTS = 1 << 24
+
+#: Queries per call on the relative-bias path. Its bias block is a free strided view, so the
+#: block size only trades causal skipping (smaller blocks skip more masked keys) against the
+#: overhead of one SDPA call per block (measured in docs/benchmarks.md).
+RELATIVE_QUERY_BLOCK = 512
+
+#: Up to this many mask elements (H × Tq × Tk; training lengths) the relative-bias path gathers
+#: one dense mask from its table instead of the strided view: measured faster with a backward
+#: pass, which the view's reversed keys slow down (docs/benchmarks.md).
+DENSE_MASK_ELEMENTS = 1 << 20
 
 
 def attend(
@@ -43,23 +59,150 @@ def attend(
     """q (B, H, Tq, hd), k and v (B, H, Tk, hd) -> (B, H, Tq, hd).
 
     The q·k logits are scaled by ``pe.attention_scale(Tk) / sqrt(hd)`` (1/sqrt(hd) without a PE).
+    Which kernel runs (module docstring): SDPA without a bias; the relative-bias path for
+    encodings whose bias depends on q − k only, at contiguous positions; query blocks with a
+    bias built per block otherwise (FIRE, randomized positions, CoPE).
     """
-    n_heads, q_len, k_len = q.shape[1], q.shape[2], k.shape[2]
-    scale = (pe.attention_scale(k_len) if pe is not None else 1.0) / math.sqrt(q.shape[-1])
+    scale = (pe.attention_scale(k.shape[2]) if pe is not None else 1.0) / math.sqrt(q.shape[-1])
     if pe is None or not (pe.has_bias or pe.has_contextual):
-        if causal and q_len != k_len:
+        if causal and q.shape[2] != k.shape[2]:
             return _sdpa_causal_offset(q, k, v, dropout_p, scale)
         return F.scaled_dot_product_attention(
             q, k, v, is_causal=causal, dropout_p=dropout_p, scale=scale
         )
+    if (
+        pe.has_bias
+        and not pe.has_contextual
+        and pe.bias_is_relative
+        and _contiguous(q_positions)
+        and _contiguous(k_positions)
+    ):
+        return relative_bias_attention(
+            q,
+            k,
+            v,
+            causal=causal,
+            pe=pe,
+            position_offset=q_positions[:1] - k_positions[:1],
+            scale=scale,
+            dropout_p=dropout_p,
+            query_block=min(RELATIVE_QUERY_BLOCK, _block_rows(q, k, max_bias_elements)),
+            dense_mask_elements=DENSE_MASK_ELEMENTS,
+        )
+    return blocked_bias_attention(
+        q,
+        k,
+        v,
+        causal=causal,
+        pe=pe,
+        q_positions=q_positions,
+        k_positions=k_positions,
+        scale=scale,
+        dropout_p=dropout_p,
+        query_block=_block_rows(q, k, max_bias_elements),
+    )
 
-    # the score block SDPA (or the explicit softmax) builds is (B, H, chunk, Tk): bound it
-    chunk = max(1, min(q_len, max_bias_elements // (q.shape[0] * n_heads * k_len)))
+
+def _block_rows(q: Tensor, k: Tensor, max_elements: int) -> int:
+    """Queries per block so that a (B, H, block, Tk) score block stays within max_elements."""
+    return max(1, min(q.shape[2], max_elements // (q.shape[0] * q.shape[1] * k.shape[2])))
+
+
+def _contiguous(positions: Tensor | None) -> bool:
+    """Whether positions are p, p + 1, … (one host sync; randomized positions are not).
+
+    Under ``torch.compile`` (``model.compile``) the answer is no: a data-dependent branch would
+    break the graph, and at training lengths the bias-block path is one block, as fast."""
+    if positions is None or positions.ndim != 1 or torch.compiler.is_compiling():
+        return False
+    return positions.numel() < 2 or bool((positions.diff() == 1).all())
+
+
+def relative_bias_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool,
+    pe: PositionalEncoding,
+    position_offset: Tensor,
+    scale: float,
+    dropout_p: float = 0.0,
+    query_block: int = RELATIVE_QUERY_BLOCK,
+    dense_mask_elements: int = DENSE_MASK_ELEMENTS,
+) -> Tensor:
+    """Attention with a bias that depends on δ = q_position − k_position only, at contiguous
+    positions (query i at ``position_offset`` + i relative to key 0). Same shapes as ``attend``.
+
+    Such a bias is constant along diagonals (Toeplitz), which no non-negative strides express;
+    with the keys in reverse order it is constant along anti-diagonals (Hankel): with j' = Tk−1−j,
+    bias[h, i, j'] = table[h, i + j'], a view of one (H, Tq + Tk − 1) table with strides (1, 1).
+    The causal mask depends on i − j too, so it lives in the table as −inf. Every block's
+    (1, H, block, Tk') mask is a view: no (H, n, n) tensor exists, and SDPA's fused CPU kernel
+    reads the strided mask in place (measured: no extra memory at 8,192). Query blocks only let
+    causal attention skip the keys no query of the block sees. Small problems (at most
+    ``dense_mask_elements`` = H × Tq × Tk) gather one dense mask from the table instead.
+    """
+    q_len, k_len = q.shape[2], k.shape[2]
+    # table over δ = position_offset + (i − j), i − j from −(Tk − 1) to Tq − 1
+    index_delta = torch.arange(-(k_len - 1), q_len, device=q.device)  # (Tq + Tk − 1,)
+    table = pe.relative_bias_table(index_delta + position_offset.to(q.device))  # (H, L) fp32
+    if causal:  # query i sees keys j ≤ i + Tk − Tq, i.e. i − j ≥ Tq − Tk
+        table = table.masked_fill(index_delta < q_len - k_len, float("-inf"))
+    table = table.to(q.dtype).contiguous()
+    n_heads, width = table.shape
+    if n_heads * q_len * k_len <= dense_mask_elements:
+        # mask[0, h, i, j] = table[h, i − j + Tk − 1]
+        index = torch.arange(q_len, device=q.device)[:, None] - torch.arange(k_len, device=q.device)
+        mask = table[:, index + (k_len - 1)][None]  # (1, H, Tq, Tk)
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale
+        )
+    k_reversed, v_reversed = k.flip(2), v.flip(2)  # (B, H, Tk, hd), key j at Tk − 1 − j
+    outputs = []
+    for start in range(0, q_len, query_block):
+        stop = min(start + query_block, q_len)
+        # under a causal mask the keys past this block's last query are never seen
+        visible = stop + k_len - q_len if causal else k_len
+        first = k_len - visible  # the visible keys are the last `visible` reversed ones
+        mask = table.as_strided(
+            (1, n_heads, stop - start, visible), (0, width, 1, 1), start + first
+        )  # (1, H, c, Tk'): mask[0, h, r, c'] = table[h, start + first + r + c']
+        outputs.append(
+            F.scaled_dot_product_attention(
+                q[:, :, start:stop],
+                k_reversed[:, :, first:],
+                v_reversed[:, :, first:],
+                attn_mask=mask,
+                dropout_p=dropout_p,
+                scale=scale,
+            )
+        )
+    return torch.cat(outputs, dim=2)
+
+
+def blocked_bias_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool,
+    pe: PositionalEncoding,
+    q_positions: Tensor,
+    k_positions: Tensor,
+    scale: float,
+    dropout_p: float = 0.0,
+    query_block: int,
+) -> Tensor:
+    """Any bias (or CoPE's contextual logits), built from ``pe.attention_bias`` one block of
+    ``query_block`` queries at a time, so memory grows linearly with length. Same shapes as
+    ``attend``."""
+    q_len, k_len = q.shape[2], k.shape[2]
     offset = k_len - q_len  # query i sits at key index i + offset
     key_index = torch.arange(k_len, device=q.device)
     outputs = []
-    for start in range(0, q_len, chunk):
-        stop = min(start + chunk, q_len)
+    for start in range(0, q_len, query_block):
+        stop = min(start + query_block, q_len)
         # under a causal mask the keys past this block's last query are never seen
         visible = stop + offset if causal else k_len
         bias = (
@@ -75,11 +218,13 @@ def attend(
         if pe.has_contextual:
             out = _contextual_attention(q_block, k_block, v_block, bias, pe, scale, dropout_p)
         else:
+            # a 4-D mask: SDPA's fused CPU kernel takes it; a 3-D one sends SDPA to its math
+            # path, which is ~6x slower and copies the mask per batch row (measured)
             out = F.scaled_dot_product_attention(
                 q_block,
                 k_block,
                 v_block,
-                attn_mask=bias.to(q.dtype),
+                attn_mask=bias.to(q.dtype)[None],
                 dropout_p=dropout_p,
                 scale=scale,
             )
@@ -143,8 +288,11 @@ class MultiHeadAttention(nn.Module):
         pe: PositionalEncoding,
         positions: Tensor,
         memory: Tensor | None = None,
+        cache: KVCache | MemoryCache | None = None,
     ) -> Tensor:
         # x: (B, T, D); memory: (B, S, D) for cross-attention
+        if cache is not None:
+            return self._forward_cached(x, pe, positions, memory, cache)
         batch, length, d_model = x.shape
         source = memory if self.cross else x
         head_dim = d_model // self.n_heads
@@ -167,5 +315,46 @@ class MultiHeadAttention(nn.Module):
                 q_positions=positions,
                 k_positions=positions,
                 dropout_p=dropout_p,
+            )
+        return self.out(y.transpose(1, 2).reshape(batch, length, d_model))  # (B, T, D)
+
+    def _forward_cached(
+        self,
+        x: Tensor,
+        pe: PositionalEncoding,
+        positions: Tensor,
+        memory: Tensor | None,
+        cache: KVCache | MemoryCache,
+    ) -> Tensor:
+        """Incremental decoding (``lengen.model.cache``): x (B, T, D) holds the next T tokens,
+        ``positions`` (T,) their positions; earlier keys and values come from the cache."""
+        batch, length, d_model = x.shape
+        head_dim = d_model // self.n_heads
+        q = self.query(x).view(batch, length, self.n_heads, head_dim).transpose(1, 2)
+        if self.cross:  # q: (B, H, T, hd)
+            if cache.keys is None:  # the memory's keys and values, once per sequence
+                k, v = self.key_value(memory).view(batch, -1, 2, self.n_heads, head_dim).unbind(2)
+                cache.keys, cache.values = k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, hd)
+            y = attend(q, cache.keys, cache.values, causal=False)
+        else:
+            k, v = self.key_value(x).view(batch, length, 2, self.n_heads, head_dim).unbind(2)
+            k, v = k.transpose(1, 2), v.transpose(1, 2)  # (B, H, T, hd)
+            if cache.store_rotated:  # each key rotated once, as it arrives
+                q, k = pe.rotate(q, k, positions, positions)
+            k, v = cache.append(k, v)  # (B, H, t, hd): every key so far
+            seen = k.shape[2]
+            if not cache.store_rotated:
+                # rotate every stored key with all N positions in view, as the full pass does
+                # (xPos centres, dynamic NTK frequencies); unfilled slots are sliced off
+                q, k = pe.rotate(q, cache.keys, positions, cache.positions)
+                k = k[:, :, :seen]
+            y = attend(
+                q,
+                k,
+                v,
+                causal=True,
+                pe=pe,
+                q_positions=positions,
+                k_positions=cache.positions[:seen],
             )
         return self.out(y.transpose(1, 2).reshape(batch, length, d_model))  # (B, T, D)
