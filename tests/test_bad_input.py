@@ -66,7 +66,7 @@ def train(arguments: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def outcomes() -> dict[str, subprocess.CompletedProcess]:
     arguments = [case for case, _ in CASES]
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    with ThreadPoolExecutor(max_workers=4) as pool:
         return dict(zip(arguments, pool.map(train, arguments), strict=True))
 
 

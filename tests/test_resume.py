@@ -28,10 +28,10 @@ RUN = [
     "debug=fast",
     "data.len=8",
     "data.batch_size=64",
-    "trainer.max_steps=60",
-    "trainer.val_check_interval=20",
+    "trainer.max_steps=30",
+    "trainer.val_check_interval=10",
     "trainer.log_every_n_steps=1",
-    "trainer.checkpoint_every_n_steps=5",
+    "trainer.checkpoint_every_n_steps=3",
     "model.dropout=0.1",
     "pe.randomized=true",
     "pe.max_position=64",
@@ -67,7 +67,7 @@ def interrupted_and_whole(tmp_path_factory):
     uninterrupted = start(whole)
     interrupted = start(cut)
     deadline = time.monotonic() + 240
-    while not (cut / "checkpoints" / "last.ckpt").exists():  # the step-5 checkpoint: training
+    while not (cut / "checkpoints" / "last.ckpt").exists():  # the step-3 checkpoint: training
         assert interrupted.poll() is None, interrupted.communicate()[1]
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -108,17 +108,17 @@ def test_sigterm_stops_with_status_143_and_a_checkpoint(interrupted_and_whole):
     assert "Traceback" not in runs["cut_stderr"]
     assert "results.json" not in runs["cut_files"] and "extrapolation.png" not in runs["cut_files"]
     assert runs["failure"]["type"] == "Preempted"
-    assert 5 <= runs["stopped_at"] < 60, "the signal must land mid-run for this test to mean much"
+    assert 3 <= runs["stopped_at"] < 30, "the signal must land mid-run for this test to mean much"
 
 
 def test_resumed_run_has_the_uninterrupted_losses(interrupted_and_whole):
     runs = interrupted_and_whole
     assert runs["resumed"].returncode == 0, runs["resumed"].stderr
     whole, cut = losses(runs["whole"]), losses(runs["cut"])
-    assert sorted(cut) == sorted(whole) == list(range(60))
+    assert sorted(cut) == sorted(whole) == list(range(30))
     torch.testing.assert_close(
-        torch.tensor([cut[s] for s in range(60)], dtype=torch.float64),
-        torch.tensor([whole[s] for s in range(60)], dtype=torch.float64),
+        torch.tensor([cut[s] for s in range(30)], dtype=torch.float64),
+        torch.tensor([whole[s] for s in range(30)], dtype=torch.float64),
         rtol=0,
         atol=1e-6,
     )
@@ -129,7 +129,7 @@ def test_resumed_run_has_the_uninterrupted_results(interrupted_and_whole):
     whole = json.loads((runs["whole"] / "results.json").read_text())
     cut = json.loads((runs["cut"] / "results.json").read_text())
     assert cut["resumed"] and not whole["resumed"]
-    assert cut["train_steps"] == whole["train_steps"] == 60
+    assert cut["train_steps"] == whole["train_steps"] == 30
     assert cut["train_tokens"] == whole["train_tokens"]
     for mine, theirs in zip(cut["eval"], whole["eval"], strict=True):
         assert mine["length"] == theirs["length"]
@@ -236,3 +236,32 @@ def test_eval_refuses_an_interrupted_run(tmp_path):
     (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
     with pytest.raises(ConfigError, match=r"^run=.*never finished \(no results.json\)"):
         evaluate_run([f"run={tmp_path}"])
+
+
+def test_divergence_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    import lengen.lit
+    from lengen.checks import TrainingDiverged
+
+    real, calls = lengen.lit.batch_stats, []
+
+    def diverging(logits, targets, **kwargs):
+        calls.append(1)
+        stats = real(logits, targets, **kwargs)
+        return {**stats, "loss_sum": float("nan")} if len(calls) == 8 else stats
+
+    monkeypatch.setattr(lengen.lit, "batch_stats", diverging)
+    cfg = compose_train(
+        "data.len=4",
+        "eval.factors=[1]",
+        "logger=none",
+        "trainer.max_steps=10",
+        "trainer.val_check_interval=100",
+        "trainer.checkpoint_every_n_steps=3",
+    )
+    with pytest.raises(TrainingDiverged, match=r"^training diverged at step 7"):
+        run(cfg, run_dir=tmp_path)
+    checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)
+    assert checkpoint["global_step"] == 6  # the last multiple of 3 before the bad step
+    assert all(torch.isfinite(v).all() for v in checkpoint["state_dict"].values())
+    assert not (tmp_path / "results.json").exists()
+    assert not list((tmp_path / "checkpoints").glob(".*.tmp"))
