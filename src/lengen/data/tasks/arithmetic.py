@@ -1,0 +1,307 @@
+"""Arithmetic: addition (plain and reversed digits), binary addition and multiplication, modular
+arithmetic, integer square root, counting.
+
+Numbers are digit tensors, never Python integers, so lengths of thousands of digits cost no more
+than any other string: sums and products are column sums whose carries
+``normalise_digits`` resolves in a few vectorised passes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from lengen.checks import positive_int
+from lengen.data.tasks.base import (
+    Task,
+    gather_shifted,
+    normalise_digits,
+    significant_length,
+    terminated,
+    uniform_ints,
+)
+from lengen.data.tasks.strings import CHOMSKY
+
+
+def digit_names(base: int) -> list[str]:
+    return [str(i) if i < 10 else chr(ord("a") + i - 10) for i in range(base)]
+
+
+class Addition(Task):
+    """Sum of two numbers in base ``base``: ``1 2 3 + 4 5 9`` -> ``0 5 8 2``.
+
+    Length n = w1 + 1 + w2 with w1 = ⌈(n−1)/2⌉ and w2 = ⌊(n−1)/2⌋ digits (equal widths at odd
+    n, as in Kazemnejad et al.'s "k-by-k" addition); digits are uniform, leading zeros
+    included. The answer has the fixed width w1 + 1 (a leading 0 when there is no final
+    carry). ``reversed``: operands and answer are written least significant digit first, the
+    order in which carries are computed (Lee et al. 2023, "Teaching Arithmetic to Small
+    Transformers"; Zhou et al. 2024). n = 1 and n = 2 are ``+`` and ``d +`` (an empty operand
+    is 0).
+
+    Args:
+        base: digits per position (``data.task.base``, 2 … 36).
+        reversed: least significant digit first, inputs and answer.
+    """
+
+    name = "addition"
+    source = "Kazemnejad et al. 2023 (NeurIPS); reversed: Lee et al. 2023 (arXiv:2307.03381)"
+    answer_format = "the sum, w1 + 1 digits (fixed width)"
+
+    def __init__(self, base: int = 10, reversed: bool = False) -> None:  # noqa: A002
+        self.base = positive_int("data.task.base", base, minimum=2)
+        if base > 36:
+            raise ValueError(f"data.task.base must be in 2 … 36, got {base}")
+        if reversed not in (True, False):
+            raise ValueError(f"data.task.reversed must be true or false, got {reversed!r}")
+        self.reversed = bool(reversed)
+        self.vocab = [*digit_names(base), "+"]
+        self.answer_symbols = list(range(base))
+        self.plus = base
+        if self.reversed:
+            self.name = "addition_reversed"
+            self.answer_format = "the sum, w1 + 1 digits, least significant first"
+
+    @staticmethod
+    def widths(length: int) -> tuple[int, int]:
+        return length // 2, (length - 1) // 2
+
+    def answer_length(self, length: int) -> int:
+        return self.widths(length)[0] + 1
+
+    def sample_inputs(self, length: int, batch_size: int, generator: torch.Generator) -> Tensor:
+        inputs = torch.randint(0, self.base, (batch_size, length), generator=generator)
+        inputs[:, self.widths(length)[0]] = self.plus
+        return inputs
+
+    def solve(self, inputs: Tensor) -> Tensor:
+        w1, w2 = self.widths(inputs.shape[1])
+        first, second = inputs[:, :w1], inputs[:, w1 + 1 :]
+        if not self.reversed:  # compute least significant first
+            first, second = first.flip(1), second.flip(1)
+        columns = torch.zeros(inputs.shape[0], w1 + 1, dtype=torch.long)
+        columns[:, :w1] += first
+        columns[:, :w2] += second
+        total = normalise_digits(columns, self.base)  # (B, w1 + 1) least significant first
+        return total if self.reversed else total.flip(1)
+
+    def describe(self) -> dict:
+        return {"base": self.base, "reversed": self.reversed}
+
+
+class _BinaryOperation(Task):
+    """Chomsky-benchmark binary arithmetic: ``a op b``, little-endian, a random split."""
+
+    min_length = 1
+
+    def __init__(self) -> None:
+        self.vocab = ["0", "1", self.operator, "END"]
+        self.answer_symbols = [0, 1, 3]
+        self.op, self.end = 2, 3
+
+    def sample_inputs(self, length: int, batch_size: int, generator: torch.Generator) -> Tensor:
+        # the operator's position = digits of a: uniform in 1 … n−2 (both operands non-empty);
+        # at n <= 2 the instance is "op" or "d op" (an empty operand is 0)
+        low, high = (1, length - 2) if length >= 3 else (length - 1, length - 1)
+        split = uniform_ints(low, high, generator, (batch_size, 1))
+        bits = torch.randint(0, 2, (batch_size, length), generator=generator)
+        return torch.where(torch.arange(length) == split, self.op, bits)
+
+    def operands(self, inputs: Tensor) -> tuple[Tensor, Tensor]:
+        """inputs (B, n) -> a, b as bits, least significant first, zero padded -> (B, n) each."""
+        n = inputs.shape[1]
+        split = (inputs == self.op).long().argmax(dim=1)  # (B,)
+        a = torch.where(torch.arange(n) < split[:, None], inputs, 0)
+        b = gather_shifted(inputs, split + 1, n)  # after the operator; past the end: 0
+        return a, b
+
+
+class BinaryAddition(_BinaryOperation):
+    """Sum of two little-endian binary numbers: ``0 0 1 + 0 1 1 0 1`` -> ``0 1 0 1 1 END …``
+    (4 + 22 = 26); the sum without leading zeros, then ``END`` up to n + 1 symbols.
+
+    As in the reference, the first operand has uniform width 1 … n−2; unlike it, operands may be
+    zero (the reference draws them from 1 … 2^w − 1), so every bit string is possible.
+    """
+
+    name = "binary_addition"
+    operator = "+"
+    source = CHOMSKY + " (binary addition, CS)"
+    answer_format = "the sum, least significant bit first, then END (n + 1 symbols)"
+
+    def answer_length(self, length: int) -> int:
+        return length + 1
+
+    def solve(self, inputs: Tensor) -> Tensor:
+        a, b = self.operands(inputs)
+        total = normalise_digits(a + b, 2)  # (B, n) the sum has at most n − 1 bits
+        return terminated(total, significant_length(total), self.end, inputs.shape[1] + 1)
+
+
+class BinaryMultiplication(_BinaryOperation):
+    """Product of two little-endian binary numbers: ``0 0 1 * 0 1 1 0 1`` -> ``0 0 0 1 1 0 1 1
+    END`` (4 · 22 = 88); the product without leading zeros, then ``END`` up to n symbols."""
+
+    name = "binary_multiplication"
+    operator = "*"
+    source = CHOMSKY + " (binary multiplication, CS)"
+    answer_format = "the product, least significant bit first, then END (n symbols)"
+
+    def solve(self, inputs: Tensor) -> Tensor:
+        batch, n = inputs.shape
+        a, b = self.operands(inputs)
+        # column sums of the long multiplication: a full convolution per row (exact in float64)
+        columns = F.conv1d(
+            a.double()[None],  # (1, B, n)
+            b.double().flip(1)[:, None],  # (B, 1, n)
+            padding=n - 1,
+            groups=batch,
+        )[0, :, :n]  # (B, n) the product has at most n − 1 bits
+        product = normalise_digits(columns.round().long(), 2)
+        return terminated(product, significant_length(product), self.end, n)
+
+
+class ModularArithmetic(Task):
+    """Value modulo ``modulus`` of ``d op d op … d`` with op in {+, -, *} and the usual
+    precedence: ``1 + 2 * 3 - 4`` -> ``3`` (mod 5). An even length ends with one blank ``_``
+    (the reference shortens even lengths by one instead).
+
+    Args:
+        modulus: the modulus, at most 10 so every residue is one symbol (the paper: 5).
+    """
+
+    name = "modular_arithmetic"
+    source = CHOMSKY + " (modular arithmetic, regular)"
+    answer_format = "1 symbol: the value modulo the modulus"
+
+    def __init__(self, modulus: int = 5) -> None:
+        self.modulus = positive_int("data.task.modulus", modulus, minimum=2)
+        if modulus > 10:
+            raise ValueError(f"data.task.modulus must be in 2 … 10, got {modulus}")
+        self.vocab = [str(i) for i in range(modulus)] + ["+", "-", "*", "_"]
+        self.answer_symbols = list(range(modulus))
+        self.plus, self.minus, self.times, self.blank = range(modulus, modulus + 4)
+
+    def answer_length(self, length: int) -> int:
+        return 1
+
+    def sample_inputs(self, length: int, batch_size: int, generator: torch.Generator) -> Tensor:
+        digits = torch.randint(0, self.modulus, (batch_size, length), generator=generator)
+        ops = self.plus + torch.randint(0, 3, (batch_size, length), generator=generator)
+        inputs = torch.where(torch.arange(length) % 2 == 0, digits, ops)
+        if length % 2 == 0:
+            inputs[:, -1] = self.blank
+        return inputs
+
+    def solve(self, inputs: Tensor) -> Tensor:
+        p = self.modulus
+        expression = inputs[:, : inputs.shape[1] - (inputs.shape[1] + 1) % 2]  # drop the blank
+        values, ops = expression[:, ::2], expression[:, 1::2]  # (B, k), (B, k − 1)
+        batch, k = values.shape
+        # a term starts at the first digit and after every + or -; a '-' negates its term
+        starts = torch.ones(batch, k, dtype=torch.bool)
+        starts[:, 1:] = ops != self.times
+        negated = torch.zeros(batch, k, dtype=torch.bool)
+        negated[:, 1:] = ops == self.minus
+        values = torch.where(negated, (p - values) % p, values)
+        # segmented running product mod p (Hillis-Steele scan: log2(k) vectorised steps)
+        flags, shift = starts.clone(), 1
+        while shift < k:
+            product = torch.where(
+                flags[:, shift:], values[:, shift:], values[:, shift:] * values[:, :-shift] % p
+            )
+            flags = torch.cat([flags[:, :shift], flags[:, shift:] | flags[:, :-shift]], dim=1)
+            values = torch.cat([values[:, :shift], product], dim=1)
+            shift *= 2
+        ends = torch.ones(batch, k, dtype=torch.bool)  # a term ends before a + or - and at the end
+        ends[:, :-1] = starts[:, 1:]
+        return (torch.where(ends, values, 0).sum(dim=1, keepdim=True) % p).long()
+
+    def describe(self) -> dict:
+        return {"modulus": self.modulus}
+
+
+class ComputeSqrt(Task):
+    """Floor of the square root of an n-bit number, big-endian, with a fixed width of ⌈n/2⌉
+    bits: ``1 0 0 1 0 1`` (37) -> ``1 1 0`` (6). Inputs are uniform n-bit strings (leading zeros
+    and zero included; the reference draws 1 … 2^n − 1).
+
+    The solver is the digit-by-digit (restoring) method: one vectorised step per answer bit.
+    """
+
+    name = "compute_sqrt"
+    source = CHOMSKY + " (compute sqrt, CS)"
+    answer_format = "⌊√x⌋ in ⌈n/2⌉ bits, most significant first"
+
+    def __init__(self) -> None:
+        self.vocab = ["0", "1"]
+        self.answer_symbols = [0, 1]
+
+    def answer_length(self, length: int) -> int:
+        return math.ceil(length / 2)
+
+    #: Leading bit pairs whose square root int64 arithmetic computes exactly (value < 2^60).
+    int64_pairs = 30
+
+    def solve(self, inputs: Tensor) -> Tensor:
+        batch, n = inputs.shape
+        half = math.ceil(n / 2)
+        bits = F.pad(inputs, (n % 2, 0))  # (B, 2·half) big-endian, even width
+        # the leading 2k bits: exact integer square root in int64 (float guess, then correct)
+        k = min(half, self.int64_pairs)
+        weights = 2 ** torch.arange(2 * k - 1, -1, -1)  # (2k,) big-endian place values
+        top = (bits[:, : 2 * k] * weights).sum(dim=1)  # (B,) < 2^60
+        root = top.double().sqrt().floor().long()
+        for _ in range(2):  # the float guess is off by at most one
+            root = torch.where(root * root > top, root - 1, root)
+            root = torch.where((root + 1) * (root + 1) <= top, root + 1, root)
+        if k == half:
+            return root[:, None] >> torch.arange(half - 1, -1, -1) & 1
+        # the other bits: the digit-by-digit (restoring) method, one vectorised step per bit,
+        # on bit tensors (least significant first); remainder <= 2·root always
+        width = half + 2
+        remainder = (top - root * root)[:, None] >> torch.arange(width) & 1  # (B, width)
+        root = F.pad(root[:, None] >> torch.arange(k) & 1, (0, half - k))  # (B, half)
+        one_zero = torch.tensor([1, 0]).expand(batch, 2)
+        positions = torch.arange(width).expand(batch, width)
+        for step in range(k, half):
+            pair = bits[:, 2 * step : 2 * step + 2].flip(1)  # the next two bits, low bit first
+            remainder = torch.cat([pair, remainder[:, :-2]], dim=1)  # 4·remainder + pair
+            trial = torch.cat([one_zero, root], dim=1)  # 4·root + 1, (B, width)
+            # compare at the most significant differing bit; subtract with borrows: a borrow
+            # enters bit j iff trial has the 1 at the last differing bit below j
+            differs = remainder != trial
+            last_differing = torch.where(differs, positions, -1).cummax(dim=1).values
+            borrow_out = (last_differing >= 0) & (trial.gather(1, last_differing.clamp(min=0)) == 1)
+            fits = ~borrow_out[:, -1:]  # (B, 1) remainder >= trial
+            borrow_in = F.pad(borrow_out[:, :-1], (1, 0)).long()
+            difference = remainder ^ trial ^ borrow_in
+            remainder = torch.where(fits, difference, remainder)
+            root = torch.cat([fits.long(), root[:, :-1]], dim=1)  # 2·root + fits
+        return root.flip(1)
+
+
+class Counting(Task):
+    """How many ``b`` in a string over {a, b}? The count in decimal with the fixed width of n's
+    digits, most significant first: ``a b b a b`` -> ``3``; at n = 12: ``0 7``."""
+
+    name = "counting"
+    source = "decimal counting; cf. Chang & Bisk 2024, Language Models Need Inductive Biases to Count Inductively"
+    answer_format = "the count of b, len(str(n)) decimal digits"
+
+    def __init__(self) -> None:
+        self.vocab = ["a", "b", *digit_names(10)]
+        self.answer_symbols = list(range(2, 12))
+
+    def answer_length(self, length: int) -> int:
+        return len(str(length))
+
+    def sample_inputs(self, length: int, batch_size: int, generator: torch.Generator) -> Tensor:
+        return torch.randint(0, 2, (batch_size, length), generator=generator)
+
+    def solve(self, inputs: Tensor) -> Tensor:
+        count = inputs.sum(dim=1, keepdim=True)  # (B, 1)
+        powers = 10 ** torch.arange(self.answer_length(inputs.shape[1]) - 1, -1, -1)
+        return 2 + count // powers % 10

@@ -1,0 +1,152 @@
+"""The task interface and the vectorised helpers several task families share.
+
+A task maps an instance's input symbols to its answer symbols. **Length** is the number of input
+symbols (the convention of the Chomsky-hierarchy benchmarks, Delétang et al., 2023); how input
+and answer are laid out for a model is decided in ``lengen.data.datamodule``.
+
+Symbols are integers in [0, n_symbols), named by ``task.vocab``; inputs and answers share this
+one symbol space (the formatting layer adds the special tokens in front of it). Every generator
+works on whole batches of tensors: no Python loop runs per instance or per token (the few loops
+below run per tree level, per carry pass or per answer bit, each step vectorised over the batch).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from lengen.checks import positive_int
+
+
+class Task:
+    """Base class: a vocabulary, an answer length, a sampler of inputs and a pure solver.
+
+    Subclasses set ``vocab`` (symbol names) and ``answer_symbols`` (the ids answers use) in
+    ``__init__``, and define ``solve`` (and ``answer_length`` when it is not n).
+    """
+
+    name = "task"
+    #: Paper the task and its format follow.
+    source = ""
+    #: Shortest length at which an instance exists.
+    min_length = 1
+    #: What the answer is, in one line (docs and data card).
+    answer_format = ""
+
+    vocab: list[str]
+    answer_symbols: list[int]
+
+    @property
+    def n_symbols(self) -> int:
+        return len(self.vocab)
+
+    def symbol(self, name: str) -> int:
+        return self.vocab.index(name)
+
+    def answer_length(self, length: int) -> int:
+        return length
+
+    @property
+    def chance_accuracy(self) -> float:
+        """Per-token accuracy of uniform guessing over the symbols answers actually use."""
+        return 1.0 / len(self.answer_symbols)
+
+    def sample_inputs(self, length: int, batch_size: int, generator: torch.Generator) -> Tensor:
+        """Uniform random inputs over the whole vocabulary -> (batch_size, length), int64."""
+        return torch.randint(0, self.n_symbols, (batch_size, length), generator=generator)
+
+    def solve(self, inputs: Tensor) -> Tensor:
+        """inputs (B, n) -> answers (B, answer_length(n)); a pure function."""
+        raise NotImplementedError
+
+    def depth(self, inputs: Tensor) -> Tensor | None:
+        """Where the relevant information sits in each input, as a fraction in [0, 1] -> (B,);
+        None for tasks without such a notion (only retrieval tasks define it)."""
+        return None
+
+    def describe(self) -> dict:
+        """The task's parameters (the keys of ``data.task`` besides ``_target_``)."""
+        return {}
+
+
+class AlphabetTask(Task):
+    """A task on strings over ``n_symbols`` letters named 0, 1, …; answers use the same letters.
+
+    Args:
+        n_symbols: alphabet size (``data.task.n_symbols``, at least 2).
+    """
+
+    def __init__(self, n_symbols: int = 16) -> None:
+        positive_int("data.task.n_symbols", n_symbols, minimum=2)
+        self.vocab = [str(i) for i in range(n_symbols)]
+        self.answer_symbols = list(range(n_symbols))
+
+    def describe(self) -> dict:
+        return {"n_symbols": self.n_symbols}
+
+
+# -- shared vectorised helpers ---------------------------------------------------------------
+
+
+def uniform_ints(low: Tensor | int, high: Tensor | int, generator: torch.Generator, shape=None):
+    """Integers uniform in [low, high] (inclusive, elementwise; ``high >= low``) -> int64."""
+    low = torch.as_tensor(low, dtype=torch.long)
+    high = torch.as_tensor(high, dtype=torch.long)
+    shape = (
+        (low + high).shape if shape is None else shape
+    )  # (torch.broadcast_shapes imports fx: 1 s)
+    u = torch.rand(shape, generator=generator, dtype=torch.float64)
+    # float64 keeps every integer below 2^53 reachable with equal probability (up to 2^-53)
+    return low + (u * (high - low + 1).double()).long().clamp(max=high - low)
+
+
+def normalise_digits(columns: Tensor, base: int, carry_in: bool = False) -> Tensor:
+    """Column sums, least significant first (B, W), non-negative -> digits (B, W) in base.
+
+    Resolves the carries of a long addition (or of a product's column sums) without a loop
+    over positions: passes of ``c % base + carry`` shrink every column to at most 2·base − 2,
+    then each remaining carry (0 or 1) comes from the last column before it that does not just
+    propagate one (a cumulative maximum of indices). ``carry_in`` adds 1 at the lowest column.
+    Whatever would carry out of column W − 1 is dropped: callers size W to hold the value.
+    """
+    columns = columns.long()
+    while int(columns.max()) > 2 * base - 2:  # a few passes: log_base of the largest column
+        carry = columns // base
+        columns = columns % base
+        columns[:, 1:] += carry[:, :-1]
+    generate = columns >= base  # (B, W) column emits a carry whatever comes in
+    propagate = columns == base - 1  # (B, W) column passes an incoming carry on
+    positions = torch.arange(columns.shape[1]).expand_as(columns)
+    # last column <= k that decides its own carry out (generates or kills); -1: none
+    decider = torch.where(propagate, -1, positions).cummax(dim=1).values  # (B, W)
+    decided_out = generate.gather(1, decider.clamp(min=0))  # (B, W)
+    carry_out = torch.where(decider >= 0, decided_out, carry_in)  # (B, W)
+    incoming = torch.zeros_like(columns)
+    incoming[:, 0] = int(carry_in)
+    incoming[:, 1:] = carry_out[:, :-1]
+    return (columns + incoming) % base
+
+
+def significant_length(digits: Tensor) -> Tensor:
+    """Digits, least significant first (B, W) -> number of digits without leading zeros (>= 1,
+    so zero is written as one digit) -> (B,)."""
+    positions = torch.arange(1, digits.shape[1] + 1)
+    return (positions * (digits != 0)).max(dim=1).values.clamp(min=1)
+
+
+def terminated(digits: Tensor, lengths: Tensor, end: int, width: int) -> Tensor:
+    """The first ``lengths`` digits of each row (B, W), then ``end`` up to ``width`` -> (B, width)."""
+    batch, available = digits.shape
+    out = torch.full((batch, width), end, dtype=torch.long)
+    keep = min(available, width)
+    written = torch.arange(keep) < lengths[:, None]  # (B, keep)
+    out[:, :keep] = torch.where(written, digits[:, :keep], end)
+    return out
+
+
+def gather_shifted(inputs: Tensor, offset: Tensor, width: int, fill: int = 0) -> Tensor:
+    """Row b's symbols from ``offset[b]`` on, ``width`` of them; past the end: ``fill``."""
+    positions = offset[:, None] + torch.arange(width)  # (B, width)
+    inside = positions < inputs.shape[1]
+    values = inputs.gather(1, positions.clamp(max=inputs.shape[1] - 1))
+    return torch.where(inside, values, fill)

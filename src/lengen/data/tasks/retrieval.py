@@ -1,0 +1,124 @@
+"""Retrieval: associative recall (key-value lookup) and passkey retrieval.
+
+Both expose ``depth``: where, as a fraction of the input, the answer is written, so evaluation
+can report exactness by depth (``accuracy_by_depth.json``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from lengen.checks import positive_int
+from lengen.data.tasks.base import Task, gather_shifted, uniform_ints
+
+
+class AssociativeRecall(Task):
+    """Key-value pairs, then a query key; answer the value bound to it. Keys may repeat: the
+    last binding wins. ``k3 v1 k0 v7 k3 v4 k3`` -> ``v4``.
+
+    Length n holds ⌊(n−1)/2⌋ pairs, a blank ``_`` when n is even, and the query (n >= 3). Keys
+    and values are uniform; the query is the key of a uniformly chosen pair.
+
+    Args:
+        n_keys: key alphabet (``data.task.n_keys``).
+        n_values: value alphabet (``data.task.n_values``).
+
+    Ba et al. 2016, "Using Fast Weights to Attend to the Recent Past"; Arora et al. 2024,
+    "Zoology" (multi-query associative recall).
+    """
+
+    name = "associative_recall"
+    source = "Ba et al. 2016 (NeurIPS), Using Fast Weights to Attend to the Recent Past"
+    min_length = 3
+    answer_format = "1 symbol: the value last bound to the query key"
+
+    def __init__(self, n_keys: int = 26, n_values: int = 10) -> None:
+        self.n_keys = positive_int("data.task.n_keys", n_keys)
+        self.n_values = positive_int("data.task.n_values", n_values, minimum=2)
+        self.vocab = [f"k{i}" for i in range(n_keys)] + [f"v{i}" for i in range(n_values)]
+        self.vocab.append("_")
+        self.answer_symbols = list(range(n_keys, n_keys + n_values))
+        self.blank = n_keys + n_values
+
+    def answer_length(self, length: int) -> int:
+        return 1
+
+    def sample_inputs(self, length: int, batch_size: int, generator: torch.Generator) -> Tensor:
+        pairs = (length - 1) // 2
+        keys = torch.randint(0, self.n_keys, (batch_size, pairs), generator=generator)
+        values = torch.randint(0, self.n_values, (batch_size, pairs), generator=generator)
+        chosen = torch.randint(0, pairs, (batch_size, 1), generator=generator)
+        body = torch.stack([keys, self.n_keys + values], dim=2).flatten(1)  # (B, 2·pairs)
+        blank = torch.full((batch_size, (length - 1) % 2), self.blank, dtype=torch.long)
+        return torch.cat([body, blank, keys.gather(1, chosen)], dim=1)
+
+    def _last_match(self, inputs: Tensor) -> Tensor:
+        """Index of the last pair whose key is the query -> (B,)."""
+        pairs = (inputs.shape[1] - 1) // 2
+        keys = inputs[:, : 2 * pairs : 2]  # (B, pairs)
+        match = keys == inputs[:, -1:]
+        return (match * torch.arange(1, pairs + 1)).argmax(dim=1)
+
+    def solve(self, inputs: Tensor) -> Tensor:
+        return inputs.gather(1, 2 * self._last_match(inputs)[:, None] + 1)
+
+    def depth(self, inputs: Tensor) -> Tensor:
+        pairs = (inputs.shape[1] - 1) // 2
+        return self._last_match(inputs).double() / max(1, pairs - 1)
+
+    def describe(self) -> dict:
+        return {"n_keys": self.n_keys, "n_values": self.n_values}
+
+
+class Passkey(Task):
+    """A pass key of ``digits`` digits, announced by ``#``, hidden at a uniform depth in filler;
+    answer the key. ``f0 f1 # 7 1 4 3 2 f3 f0`` -> ``7 1 4 3 2``.
+
+    The filler repeats ``f0 f1 f2 f3`` by absolute position (the repeated sentences of the
+    original); ``# key`` overwrites digits + 1 of its symbols at a position uniform in
+    0 … n − digits − 1. ``depth`` = that position / (n − digits − 1): 0 at the start, 1 at the
+    end. Mohtashami & Jaggi 2023, "Landmark Attention" (their key: a number up to 50000).
+
+    Args:
+        digits: length of the key (``data.task.digits``); lengths start at digits + 1.
+    """
+
+    name = "passkey"
+    source = "Mohtashami & Jaggi 2023, Landmark Attention (NeurIPS)"
+    answer_format = "the key's digits"
+    n_fillers = 4
+
+    def __init__(self, digits: int = 5) -> None:
+        self.digits = positive_int("data.task.digits", digits)
+        self.vocab = [str(i) for i in range(10)] + ["#"] + [f"f{i}" for i in range(self.n_fillers)]
+        self.answer_symbols = list(range(10))
+        self.marker = 10
+
+    @property
+    def min_length(self) -> int:  # the key and its marker must fit
+        return self.digits + 1
+
+    def answer_length(self, length: int) -> int:
+        return self.digits
+
+    def sample_inputs(self, length: int, batch_size: int, generator: torch.Generator) -> Tensor:
+        filler = 11 + torch.arange(length) % self.n_fillers  # (n,)
+        inputs = filler.repeat(batch_size, 1)
+        at = uniform_ints(0, length - self.digits - 1, generator, (batch_size, 1))
+        key = torch.randint(0, 10, (batch_size, self.digits), generator=generator)
+        inputs.scatter_(1, at, self.marker)
+        inputs.scatter_(1, at + 1 + torch.arange(self.digits), key)
+        return inputs
+
+    def _position(self, inputs: Tensor) -> Tensor:
+        return (inputs == self.marker).long().argmax(dim=1)  # (B,)
+
+    def solve(self, inputs: Tensor) -> Tensor:
+        return gather_shifted(inputs, self._position(inputs) + 1, self.digits)
+
+    def depth(self, inputs: Tensor) -> Tensor:
+        return self._position(inputs).double() / max(1, inputs.shape[1] - self.digits - 1)
+
+    def describe(self) -> dict:
+        return {"digits": self.digits}
