@@ -19,7 +19,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    from lengen.cli import check_override_keys
+    from lengen.cli import already_finished, check_override_keys
 
     try:  # unknown group choices and keys fail here, before Hydra composes anything
         check_group_overrides(sys.argv[1:])
@@ -27,4 +27,6 @@ if __name__ == "__main__":
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+    if already_finished(sys.argv[1:]):  # resume=true on a finished run: not even Hydra's logs
+        sys.exit(0)
     main()

@@ -265,3 +265,18 @@ def test_divergence_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     assert all(torch.isfinite(v).all() for v in checkpoint["state_dict"].values())
     assert not (tmp_path / "results.json").exists()
     assert not list((tmp_path / "checkpoints").glob(".*.tmp"))
+
+
+def test_resume_on_a_finished_run_from_the_command_line_touches_nothing(interrupted_and_whole):
+    cut = interrupted_and_whole["cut"]
+    before = {p: p.stat().st_mtime_ns for p in cut.rglob("*")}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *RUN, "resume=true", f"hydra.run.dir={cut}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ENV,
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith(f"resume=true: {cut} already finished")
+    assert {p: p.stat().st_mtime_ns for p in cut.rglob("*")} == before

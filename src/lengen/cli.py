@@ -99,6 +99,19 @@ class SweepReport(Callback):
         sys.exit(1)
 
 
+def already_finished(arguments: Sequence[str]) -> bool:
+    """``resume=true hydra.run.dir=<a finished run>``: say so, so that nothing is touched
+    (Hydra would rewrite the run's .hydra/ files and log before the run could refuse)."""
+    values = dict(a.partition("=")[::2] for a in arguments if "=" in a and not a.startswith("-"))
+    run_dir = values.get("hydra.run.dir", "").strip("'\"")
+    if values.get("resume", "").lower() != "true" or not run_dir or "-m" in arguments:
+        return False
+    if not (Path(run_dir) / "results.json").is_file():
+        return False
+    print(f"resume=true: {run_dir} already finished (results.json); nothing to do")
+    return True
+
+
 def check_override_keys(arguments: Sequence[str], config_dir: Path | None = None) -> None:
     """Compose the config with the command line's overrides, as Hydra will, and turn a key that
     does not exist (or an override Hydra cannot parse) into one ConfigError naming the key.
