@@ -34,7 +34,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -78,10 +78,8 @@ def _reset_peak_rss() -> bool:
 
 def _trim_heap() -> None:
     """Return freed heap memory to the system (glibc only; elsewhere nothing happens)."""
-    try:
+    with suppress(OSError, AttributeError):
         ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _max_rss_bytes() -> int:
