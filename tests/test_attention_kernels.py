@@ -66,10 +66,16 @@ def positions_for(q_len: int, k_len: int, start: int = 0):
     return torch.arange(start + k_len - q_len, start + k_len), torch.arange(start, start + k_len)
 
 
+#: the relative path's two ways to read its table: one gathered mask, or the strided view
+MASKS = {"dense": 1 << 30, "view": 0}
+
+
+@pytest.mark.parametrize("mask", sorted(MASKS))
 @pytest.mark.parametrize(("q_len", "k_len"), LENGTHS)
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("name", sorted(RELATIVE))
-def test_relative_path_matches_textbook_attention(name, causal, q_len, k_len):
+def test_relative_path_matches_textbook_attention(monkeypatch, name, causal, q_len, k_len, mask):
+    monkeypatch.setattr(attention, "DENSE_MASK_ELEMENTS", MASKS[mask])
     pe = make_pe(name, causal)
     q, k, v = qkv(q_len, k_len)
     q_positions, k_positions = positions_for(q_len, k_len)
@@ -85,7 +91,13 @@ def test_relative_path_matches_textbook_attention(name, causal, q_len, k_len):
 def test_relative_path_blocks_equal_one_block(causal, query_block):
     pe = make_pe("alibi_asymmetric", causal)
     q, k, v = qkv(11, 11)
-    common = dict(causal=causal, pe=pe, position_offset=torch.tensor([0]), scale=HEAD_DIM**-0.5)
+    common = dict(
+        causal=causal,
+        pe=pe,
+        position_offset=torch.tensor([0]),
+        scale=HEAD_DIM**-0.5,
+        dense_mask_elements=0,
+    )
     whole = relative_bias_attention(q, k, v, **common, query_block=11)
     blocks = relative_bias_attention(q, k, v, **common, query_block=query_block)
     torch.testing.assert_close(blocks, whole)
@@ -115,8 +127,9 @@ def test_relative_path_depends_on_position_offsets_only(causal):
     torch.testing.assert_close(shifted, at_zero)
 
 
+@pytest.mark.parametrize("mask", sorted(MASKS))
 @pytest.mark.parametrize("name", ["alibi_separate_learnable", "t5", "kerple_log"])
-def test_relative_path_gradients_equal_bias_blocks(name):
+def test_relative_path_gradients_equal_bias_blocks(name, mask):
     # learnable biases (slopes, T5 table, KERPLE r1 r2) and q, k, v get the same gradients
     grads = []
     for path in ("relative", "blocks"):
@@ -126,7 +139,13 @@ def test_relative_path_gradients_equal_bias_blocks(name):
         common = dict(causal=False, pe=pe, scale=HEAD_DIM**-0.5)
         if path == "relative":
             out = relative_bias_attention(
-                q, k, v, **common, position_offset=positions[:1], query_block=3
+                q,
+                k,
+                v,
+                **common,
+                position_offset=positions[:1],
+                query_block=3,
+                dense_mask_elements=MASKS[mask],
             )
         else:
             out = blocked_bias_attention(
@@ -155,6 +174,7 @@ def test_relative_path_mask_is_a_view_of_one_table_per_offset(monkeypatch):
     # no (H, n, n) tensor: every block's mask lives in the (H, Tq + Tk − 1) table's storage
     masks = spy_on_sdpa(monkeypatch)
     monkeypatch.setattr(attention, "RELATIVE_QUERY_BLOCK", 16)
+    monkeypatch.setattr(attention, "DENSE_MASK_ELEMENTS", 0)
     pe, length = make_pe("alibi", causal=True), 64
     q, k, v = qkv(length, length, batch=1)
     positions = torch.arange(length)
@@ -205,6 +225,7 @@ def test_fire_takes_bias_blocks_within_the_budget(monkeypatch):
 def test_decoder_logits_equal_across_kernels(monkeypatch, pe_name):
     # the whole model: the relative path in several blocks against the bias-block path
     monkeypatch.setattr(attention, "RELATIVE_QUERY_BLOCK", 8)
+    monkeypatch.setattr(attention, "DENSE_MASK_ELEMENTS", 0)
     torch.manual_seed(0)
     model = DecoderOnly(
         pe=RELATIVE[pe_name], vocab_size=16, d_model=32, n_layers=2, n_heads=4, d_ff=64
@@ -215,3 +236,14 @@ def test_decoder_logits_equal_across_kernels(monkeypatch, pe_name):
         model.stack.pe.bias_is_relative = False  # instance attribute: forces the block path
         blocks = model(tokens)
     torch.testing.assert_close(relative, blocks, rtol=1e-5, atol=1e-5)
+
+
+def test_small_relative_problems_gather_one_dense_mask(monkeypatch):
+    # training lengths: one contiguous (1, H, T, T) mask, the keys in their own order
+    masks = spy_on_sdpa(monkeypatch)
+    pe = make_pe("alibi", causal=True)
+    q, k, v = qkv(11, 11)
+    positions = torch.arange(11)
+    attend(q, k, v, causal=True, pe=pe, q_positions=positions, k_positions=positions)
+    assert [tuple(mask.shape) for mask in masks] == [(1, N_HEADS, 11, 11)]
+    assert masks[0].is_contiguous()
