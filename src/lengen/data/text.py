@@ -507,10 +507,11 @@ def write_position_report(output_dir: Path, tag, by_position, rows, train_len, p
     plot_loss_by_position(report, output_dir / position_name(tag, "png"))
 
 
-def plot_loss_by_position(report: dict, path: Path, bins: int = 128) -> None:
-    """Mean loss vs position in the window, one line per eval length (positions averaged in
-    up to ``bins`` equal bins), training length marked: extrapolation failure shows as loss
-    rising past it."""
+def plot_loss_by_position(report: dict, path: Path, bins: int = 40) -> None:
+    """Mean loss vs position in the window, one line per eval length, training length marked:
+    extrapolation failure shows as loss rising past it. Positions are averaged in up to
+    ``bins`` geometrically growing bins (single positions at the start, where the loss falls
+    fastest; wide bins far out, where a line would otherwise be noise), on a log axis."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -519,22 +520,20 @@ def plot_loss_by_position(report: dict, path: Path, bins: int = 128) -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     for length, values in sorted(report["lengths"].items(), key=lambda kv: int(kv[0])):
-        loss = np.asarray(values["loss"], dtype=np.float64)
-        count = np.asarray(values["count"], dtype=np.float64)
-        edges = np.unique(np.linspace(0, len(loss), min(bins, len(loss)) + 1).astype(int))
+        loss = np.asarray(values["loss"], dtype=np.float64)  # (L,)
+        count = np.asarray(values["count"], dtype=np.float64)  # (L,)
+        edges = np.unique(np.geomspace(1, len(loss) + 1, bins + 1).astype(int) - 1)  # from 0
+        edges = np.append(edges[edges < len(loss)], len(loss))
         sums = np.add.reduceat(loss * count, edges[:-1])
         counts = np.add.reduceat(count, edges[:-1])
         keep = counts > 0
-        centres = (edges[:-1] + edges[1:] - 1) / 2
-        ax.plot(centres[keep], sums[keep] / counts[keep], label=f"length {length}")
-    ax.axvline(
-        report["train_len"],
-        color="black",
-        linestyle="--",
-        linewidth=1,
-        label=f"training length ({report['train_len']})",
-    )
-    ax.set_xlabel("position in the window (tokens of context)")
+        centres = (edges[:-1] + edges[1:] - 1) / 2  # mean position of each bin
+        ax.plot(centres[keep] + 1, sums[keep] / counts[keep], marker=".", label=f"length {length}")
+    train_len = report["train_len"]
+    ax.axvline(train_len, color="black", linestyle="--", linewidth=1,
+               label=f"training length ({train_len})")  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("position in the window + 1 (tokens of context + 1)")
     ax.set_ylabel("loss (nats / token)")
     ax.set_title(f"loss by position · protocol {report['protocol']}")
     ax.grid(alpha=0.3)
