@@ -11,14 +11,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from lengen.checks import positive_int
 
-PROTOCOLS = ("teacher_forced",)
+PROTOCOLS = ("teacher_forced", "greedy")
 #: Config groups whose choice is a yaml file under configs/<group>/.
 GROUPS = ("pe", "model", "data", "trainer", "logger", "eval", "experiment", "debug")
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+#: the _target_ of text data yamls (whose keys validate() checks), and ${lengen_root:}, the
+#: lengen checkout, so recipes can name ../shared/data wherever the user runs from
+TEXT_DATA_TARGET = "lengen.data.text.TextData"
+OmegaConf.register_new_resolver("lengen_root", lambda: str(CONFIG_DIR.parent), replace=True)
 
 
 class ConfigError(ValueError):
@@ -119,8 +123,6 @@ def validate(cfg: DictConfig) -> None:
     _int(cfg, "seed", minimum=0)
     if _get(cfg, "resume") not in (False, True):
         raise ConfigError(f"resume must be true or false, got {cfg.resume!r}")
-    if cfg.resume:
-        raise ConfigError("resume=true is not supported yet; allowed: resume=false")
     init_from = _get(cfg, "init_from")
     if init_from is not None and not Path(str(init_from)).exists():
         raise ConfigError(
@@ -129,6 +131,7 @@ def validate(cfg: DictConfig) -> None:
         )
     _int(cfg, "data.len")
     _int(cfg, "trainer.max_steps")
+    validate_trainer(cfg)
     _int(cfg, "model.d_model")
     _int(cfg, "model.n_layers")
     _int(cfg, "model.n_heads")
@@ -151,3 +154,70 @@ def validate(cfg: DictConfig) -> None:
             f"eval.decoding must be one of {', '.join(PROTOCOLS)}; got {cfg.eval.decoding!r}"
         )
     eval_lengths(cfg)
+    # -- text data (data=text): its own keys, checked by lengen.data.text_prep ----------------
+    if cfg.data.get("_target_") == TEXT_DATA_TARGET:
+        from lengen.data.text_prep import validate_text_config
+
+        validate_text_config(cfg)
+
+
+STRATEGIES = ("auto", "ddp", "ddp_find_unused_parameters_true")
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
+PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true", "64")
+
+
+def _choice(cfg: DictConfig, key: str, allowed: Sequence[str]) -> str:
+    value = _get(cfg, key)
+    if str(value) not in allowed:
+        raise ConfigError(f"{key} must be one of {', '.join(allowed)}; got {value!r}")
+    return str(value)
+
+
+def processes(trainer: DictConfig) -> int | None:
+    """Processes a trainer config asks for (devices × nodes); None when Lightning decides."""
+    devices = trainer.get("devices", 1)
+    nodes = trainer.get("num_nodes", 1)
+    if devices in (-1, "-1", "auto"):
+        return 1 if trainer.get("accelerator") == "cpu" and nodes == 1 else None
+    if isinstance(devices, ListConfig | list):
+        return len(devices) * nodes
+    if isinstance(devices, str):  # "0,1": device indices
+        return len([d for d in devices.split(",") if d.strip()]) * nodes
+    return devices * nodes
+
+
+def validate_trainer(cfg: DictConfig) -> None:
+    """The trainer keys users set (Lightning's own checks come late, after a 5 s import)."""
+    _choice(cfg, "trainer.accelerator", ACCELERATORS)
+    if "strategy" in cfg.trainer:
+        _choice(cfg, "trainer.strategy", STRATEGIES)
+    _choice(cfg, "trainer.precision", PRECISIONS)
+    devices = _get(cfg, "trainer.devices")
+    ok = devices in (-1, "auto") or (
+        isinstance(devices, int) and not isinstance(devices, bool) and devices >= 1
+    )
+    ok = ok or isinstance(devices, ListConfig) and all(isinstance(d, int) for d in devices)
+    if not ok:
+        raise ConfigError(
+            f"trainer.devices must be a positive integer, -1, auto or a list of device "
+            f"indices, got {devices!r}"
+        )
+    if "num_nodes" in cfg.trainer:
+        _int(cfg, "trainer.num_nodes")
+    _int(cfg, "trainer.val_check_interval")  # steps: training is one endless epoch
+    _int(cfg, "trainer.log_every_n_steps")
+    _int(cfg, "trainer.num_sanity_val_steps", minimum=0)
+    if _get(cfg, "trainer.gradient_clip_val") is not None:
+        _number(cfg, "trainer.gradient_clip_val", 0.0)
+    if cfg.trainer.get("checkpoint_every_n_steps") is not None:
+        _int(cfg, "trainer.checkpoint_every_n_steps")
+    for key in ("enable_progress_bar", "enable_model_summary"):
+        if key in cfg.trainer and cfg.trainer[key] not in (True, False):
+            raise ConfigError(f"trainer.{key} must be true or false, got {cfg.trainer[key]!r}")
+    world = processes(cfg.trainer)
+    batch_size = cfg.data.get("batch_size")
+    if world and isinstance(batch_size, int) and batch_size % world:
+        raise ConfigError(
+            f"data.batch_size={batch_size} is the global batch and must be divisible by the "
+            f"{world} processes (trainer.devices × trainer.num_nodes)"
+        )

@@ -44,6 +44,8 @@ class LitModel(pl.LightningModule):
         max_steps: the horizon of the learning-rate schedule (``trainer.max_steps``).
         config: the run's resolved config, stored in checkpoints to rebuild the model.
         seed: the training seed; with the step (and rank) it seeds each step's randomness.
+        compile: run the training forward through ``torch.compile`` (``model.compile``); the
+            weights and checkpoints stay those of ``model``; evaluation stays eager.
     """
 
     def __init__(
@@ -53,6 +55,7 @@ class LitModel(pl.LightningModule):
         max_steps: int,
         config: dict | None = None,
         seed: int = 0,
+        compile: bool = False,
     ):
         super().__init__()
         self.model = model
@@ -61,13 +64,15 @@ class LitModel(pl.LightningModule):
         self.config = config
         self.seed = seed
         self.train_tokens = 0
+        # a compiled function, not a module: no second copy of the weights in state_dict
+        self._compiled_forward = torch.compile(model.forward) if compile else None
 
     def training_step(self, batch, batch_idx):
         # Dropout and randomized positions draw from the global RNG. Seeding it from (seed,
         # step, rank) makes each step's draws independent of whatever ran before (validation,
         # a dataloader iterator, a restart), so a resumed run repeats them exactly.
         torch.manual_seed(mix_seed(self.seed, self.global_step, 2, self.global_rank))
-        logits = self.model(**batch["inputs"])
+        logits = (self._compiled_forward or self.model)(**batch["inputs"])
         summed = loss_sum(logits, batch["targets"])  # one cross-entropy serves loss and stats
         stats = batch_stats(logits, batch["targets"], loss=summed)
         loss = summed / max(stats["tokens"], 1.0)  # mean over scored tokens
@@ -118,8 +123,18 @@ class LitModel(pl.LightningModule):
             {"params": decay, "weight_decay": self.optim.get("weight_decay", 0.0)},
             {"params": no_decay, "weight_decay": 0.0},
         ]
+        # fused: one kernel for all parameters (CUDA and, since torch 2.4, CPU: 3x faster steps
+        # than the foreach default here). Not under mixed precision: Lightning then refuses
+        # gradient clipping with an optimizer that unscales gradients itself, as fused ones do.
+        precision = str(self._trainer.precision) if self._trainer is not None else ""
+        fused = "mixed" not in precision and all(
+            p.device.type in ("cpu", "cuda") for group in groups for p in group["params"]
+        )
         optimizer = torch.optim.AdamW(
-            groups, lr=self.optim["lr"], betas=tuple(self.optim.get("betas", (0.9, 0.98)))
+            groups,
+            lr=self.optim["lr"],
+            betas=tuple(self.optim.get("betas", (0.9, 0.98))),
+            fused=fused or None,
         )
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer,

@@ -30,10 +30,10 @@ def plot_extrapolation(results: dict, path: str | Path) -> None:
     rows = results["eval"]
     lengths = [row["length"] for row in rows]
     metrics = [m for m in ("accuracy", "exact_match") if any(r[m] is not None for r in rows)]
-    if not metrics:
-        metrics = ["loss"]
+    if not metrics:  # language modelling: perplexity (log scale) where rows carry it
+        metrics = ["ppl"] if any(r.get("ppl") is not None for r in rows) else ["loss"]
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
-    markers = {"accuracy": "o", "exact_match": "s", "loss": "^"}
+    markers = {"accuracy": "o", "exact_match": "s", "loss": "^", "ppl": "^"}
     for metric in metrics:
         ax.plot(
             lengths,
@@ -45,9 +45,12 @@ def plot_extrapolation(results: dict, path: str | Path) -> None:
     if chance is not None and "accuracy" in metrics:
         ax.axhline(chance, color="grey", linestyle=":", linewidth=1, label="chance accuracy")
     length_axis(ax, lengths, results["train_len"])
-    ax.set_xlabel("evaluation length (input symbols)")
-    ax.set_ylabel("score" if metrics != ["loss"] else "loss")
-    if metrics != ["loss"]:
+    text = metrics == ["ppl"]
+    ax.set_xlabel(f"evaluation length ({'tokens' if text else 'input symbols'})")
+    ax.set_ylabel({"loss": "loss", "ppl": "perplexity"}.get(metrics[0], "score"))
+    if text:
+        ax.set_yscale("log")
+    elif metrics != ["loss"]:
         ax.set_ylim(-0.02, 1.02)
     ax.set_title(
         f"{results['task']} · {results['model']} · pe={results['pe']} · seed {results['seed']}"

@@ -150,7 +150,9 @@ def load_results(path: str | Path) -> dict:
 
 
 def format_table(rows: list[dict], train_len: int | None = None) -> str:
-    """A plain-text per-length table for the terminal."""
+    """A plain-text per-length table for the terminal (language modelling: ppl and bits/byte)."""
+    if any(row.get("ppl") is not None for row in rows):
+        return _format_lm_table(rows)
     header = f"{'length':>8} {'in-dist':>7} {'max_pos':>8} {'n':>6} {'loss':>9} {'accuracy':>9} {'exact':>7}"
     lines = [header, "-" * len(header)]
     for row in rows:
@@ -162,6 +164,19 @@ def format_table(rows: list[dict], train_len: int | None = None) -> str:
             f"{row['length']:>8} {('yes' if row['in_distribution'] else 'no'):>7} "
             f"{row['max_position']:>8} {row['n_examples']:>6} {fmt(row['loss'], 9, 4)} "
             f"{fmt(row['accuracy'], 9, 4)} {fmt(row['exact_match'], 7, 3)}"
+        )
+    return "\n".join(lines)
+
+
+def _format_lm_table(rows: list[dict]) -> str:
+    header = f"{'length':>8} {'in-dist':>7} {'protocol':>10} {'stride':>6} {'tokens':>8} {'loss':>8} {'ppl':>10} {'bpb':>7}"
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        bpb = row.get("bits_per_byte")
+        lines.append(
+            f"{row['length']:>8} {('yes' if row['in_distribution'] else 'no'):>7} "
+            f"{row['protocol']:>10} {row.get('stride') or '-':>6} {row.get('tokens_scored', 0):>8} "
+            f"{row['loss']:>8.4f} {row['ppl']:>10.3f} {bpb if bpb is None else f'{bpb:.4f}':>7}"
         )
     return "\n".join(lines)
 

@@ -18,7 +18,10 @@ def instantiate_named(node: DictConfig, **kwargs):
     """``hydra.utils.instantiate`` for group yamls, whose ``name:`` key is ours, not the target's."""
     from hydra.utils import instantiate
 
-    node = OmegaConf.masked_copy(node, [k for k in node if k != "name"])
+    # ``name`` names the choice; ``compile`` (model.compile) is applied by LitModel;
+    # ``checkpoint_every_n_steps`` (trainer) by the StepCheckpoint callback
+    ours = ("name", "compile", "checkpoint_every_n_steps")
+    node = OmegaConf.masked_copy(node, [k for k in node if k not in ours])
     return instantiate(node, **kwargs)
 
 
@@ -39,7 +42,12 @@ def build(cfg: DictConfig):
     lengths = eval_lengths(cfg)
     try:
         data = instantiate_named(
-            cfg.data, model_kind=model_kind(cfg), seed=cfg.seed, eval_seed=cfg.eval.seed
+            cfg.data,
+            model_kind=model_kind(cfg),
+            seed=cfg.seed,
+            eval_seed=cfg.eval.seed,
+            # tasks' curricula (regular_increase) need the horizon; text data takes no such key
+            **({"max_steps": cfg.trainer.max_steps} if "curriculum" in cfg.data else {}),
         )
         pe = functools.partial(
             instantiate_named(cfg.pe),
@@ -112,19 +120,42 @@ def quiet_known_noise() -> None:
 
 
 def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
-    """Train on lengths up to ``data.len``, evaluate at every eval length, write the run dir."""
+    """Train on lengths up to ``data.len``, evaluate at every eval length, write the run dir.
+
+    With ``resume=true`` the run continues from ``<run dir>/checkpoints/last.ckpt``. Under DDP
+    every rank runs this; only rank 0 writes files, and the other ranks return ``{}``.
+    """
+    from lengen.checkpoints import check_resume, is_rank_zero
+
     validate(cfg)
     run_dir = resolve_run_dir(cfg, run_dir)
     results_path = run_dir / "results.json"
+    checkpoint_dir = run_dir / "checkpoints"
+    if cfg.resume and results_path.exists():
+        import json
+
+        print(f"resume=true: {run_dir} already finished (results.json); nothing to do")
+        return json.loads(results_path.read_text())
     if results_path.exists():
         raise ConfigError(
             f"hydra.run.dir={run_dir} already holds a finished run (results.json); "
             f"allowed: a new hydra.run.dir, or remove that directory yourself"
         )
+    rank_zero = is_rank_zero()
+    resumed = check_resume(cfg, run_dir, rank_zero)  # (checkpoint, step) or None
+    resume_from = resumed[0] if resumed else None
     run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, run_dir / "config.yaml")
+    if rank_zero and resume_from is None:
+        save_config(cfg, run_dir / "config.yaml")
+    if rank_zero and resume_from is not None:  # the interruption's record no longer applies
+        (run_dir / "failed.json").unlink(missing_ok=True)
     data, model, lengths = build(cfg)
-    if cfg.init_from:  # fine-tuning: start from another run's weights
+    # data_card.json: lengths, vocabulary, curriculum, seeds (tasks; text data has none yet)
+    if rank_zero and hasattr(data, "card_json"):
+        from lengen.results import atomic_write_text
+
+        atomic_write_text(run_dir / "data_card.json", data.card_json(lengths))
+    if cfg.init_from and resume_from is None:  # fine-tuning: start from another run's weights
         from lengen.checkpoints import load_checkpoint, load_weights
 
         load_weights(model, load_checkpoint(cfg.init_from, "init_from"), "init_from")
@@ -133,19 +164,24 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     quiet_known_noise()
     import pytorch_lightning as pl
 
-    from lengen.lit import DataModule, LitModel
+    from lengen.lit import DataModule, LitModel, StepCheckpoint, save_checkpoint
     from lengen.loggers import log_results
 
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     config = OmegaConf.to_container(cfg, resolve=True)
     config.pop("hydra", None)
-    lit = LitModel(model, cfg.optim, cfg.trainer.max_steps, config=config)
+    lit = LitModel(
+        model,
+        cfg.optim,
+        cfg.trainer.max_steps,
+        config=config,
+        seed=cfg.seed,
+        compile=bool(cfg.model.get("compile", False)),
+    )
     logger = instantiate_named(cfg.logger, save_dir=str(run_dir))
-    checkpoint_dir = run_dir / "checkpoints"
+    # last.ckpt periodically and on preemption signals, always via temp + rename
     callbacks = [
-        pl.callbacks.ModelCheckpoint(
-            dirpath=checkpoint_dir, save_last=True, save_top_k=0, enable_version_counter=False
-        ),
+        StepCheckpoint(checkpoint_dir / "last.ckpt", cfg.trainer.get("checkpoint_every_n_steps"))
     ]
     # validate at least once, at the end, however short the run
     interval = cfg.trainer.get("val_check_interval")
@@ -157,12 +193,24 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
         logger=logger,
         callbacks=callbacks,
         default_root_dir=str(run_dir),
+        enable_checkpointing=False,  # StepCheckpoint writes the checkpoints
+        use_distributed_sampler=False,  # the data module shards batches itself
         **validation_every,
     )
+    batch_size = getattr(data, "batch_size", None)
+    if batch_size is not None and batch_size % trainer.world_size:
+        raise ConfigError(
+            f"data.batch_size={batch_size} is the global batch and must be divisible by the "
+            f"{trainer.world_size} processes (trainer.devices × trainer.num_nodes)"
+        )
+    if logger and resumed and rank_zero:
+        continue_csv_log(logger, resumed[1])
     if logger:
         logger.log_hyperparams(config)
-    trainer.fit(lit, datamodule=DataModule(data))
+    trainer.fit(lit, datamodule=DataModule(data), ckpt_path=resume_from)
     save_checkpoint(trainer, checkpoint_dir / "last.ckpt")
+    if not trainer.is_global_zero:
+        return {}  # rank 0 evaluates and writes
 
     validation = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
     results = evaluate_and_write(
@@ -174,13 +222,46 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
         results_path=results_path,
         plot_path=run_dir / "extrapolation.png",
         train_tokens=lit.train_tokens,
-        extra={"train_steps": trainer.global_step, "warnings": notes, "validation": validation},
+        extra={
+            "train_steps": trainer.global_step,
+            "world_size": trainer.world_size,
+            "resumed": resume_from is not None,
+            "warnings": notes,
+            "validation": validation,
+        },
         progress=trainer.progress_bar_callback is not None,
     )
     log_results(logger, results["eval"], run_dir / "extrapolation.png")
     if logger:
         logger.finalize("success")
     return results
+
+
+def continue_csv_log(logger, step: int) -> None:
+    """Keep an interrupted run's CSV log up to ``step``, which Lightning's CSV logger would
+    delete when it starts; the resumed run appends to it (a step logged after the checkpoint
+    and before a crash is dropped, so no step appears twice)."""
+    import csv
+
+    from pytorch_lightning.loggers import CSVLogger
+
+    if not isinstance(logger, CSVLogger):
+        return  # wandb: the resumed part is a new wandb run
+    path = Path(logger.log_dir) / "metrics.csv"
+    if not path.is_file():
+        return
+    with open(path, newline="") as file:
+        reader = csv.DictReader(file)
+        keys = list(reader.fieldnames or [])
+        rows = [row for row in reader if row.get("step") and int(row["step"]) < step]
+    with warnings.catch_warnings():  # its warning that it deletes the file: we put it back
+        warnings.simplefilter("ignore")
+        writer = logger.experiment
+    writer.metrics_keys = sorted(keys)  # later rows merge their columns with these
+    with open(path, "w", newline="") as file:
+        out = csv.DictWriter(file, fieldnames=writer.metrics_keys)
+        out.writeheader()
+        out.writerows(rows)
 
 
 def evaluate_and_write(
@@ -222,9 +303,3 @@ def evaluate_and_write(
     print(f"results: {results_path}")
     return results
 
-
-def save_checkpoint(trainer, path: Path) -> None:
-    """Lightning checkpoint written under a temporary name, then renamed into place."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    trainer.save_checkpoint(tmp)
-    tmp.replace(path)

@@ -8,7 +8,8 @@ Token layout (one vocabulary for every kind): PAD, BOS, SEP, SLOT, then the task
   at the m slots, bidirectionally.
 * ``encoder_decoder``: source ``x1…xn``; target ``BOS y1…y(m−1)`` predicting ``y1…ym``.
 
-All instances of a batch share one length, drawn per step, so no padding or masks are needed.
+All instances of a batch share one length, drawn per step by the curriculum
+(``lengen.data.curriculum``), so no padding or masks are needed.
 
 Evaluation instances must never appear in training. Every input string is hashed; the strings
 whose hash falls in a reserved residue class (1 in ``HELD_OUT_MODULUS``) are held out: training
@@ -18,12 +19,15 @@ from training at every length, and is identical for every PE, model and training
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from lengen.checks import positive_int
+from lengen.data.curriculum import check_curriculum, curriculum_length
 from lengen.data.tasks import Task
 
 PAD, BOS, SEP, SLOT = 0, 1, 2, 3
@@ -87,14 +91,18 @@ class TaskData:
 
     Args:
         task: the generator.
-        len: the longest training length (``data.len``); training lengths are drawn uniformly
-            from ``min_len`` … ``len`` per step.
-        min_len: the shortest training length.
+        len: the longest training length (``data.len``).
+        min_len: the shortest training length (at least the task's ``min_length``).
+        curriculum: how each step's length is drawn from ``min_len`` … ``len``: ``uniform``
+            (default), ``fixed``, ``regular_increase``, ``reverse_exponential``
+            (``lengen.data.curriculum``).
+        curriculum_tau: the rate of ``reverse_exponential``, in (0, 1].
         batch_size: training batch size.
         val_samples: in-distribution validation instances (at length ``len``).
         model_kind: ``decoder``, ``encoder`` or ``encoder_decoder`` (given by the run).
         seed: the training seed.
         eval_seed: the fixed seed of validation and evaluation instances.
+        max_steps: the run's ``trainer.max_steps`` (the horizon of ``regular_increase``).
     """
 
     def __init__(
@@ -108,6 +116,9 @@ class TaskData:
         model_kind: str = "decoder",
         seed: int = 0,
         eval_seed: int = 1234,
+        curriculum: str = "uniform",
+        curriculum_tau: float = 0.9,
+        max_steps: int | None = None,
     ) -> None:
         if model_kind not in MODEL_KINDS:
             raise ValueError(
@@ -122,6 +133,12 @@ class TaskData:
             positive_int(key, value)
         if min_len > len:
             raise ValueError(f"data.min_len must be <= data.len, got {min_len} > {len}")
+        if min_len < task.min_length:
+            raise ValueError(
+                f"data.min_len must be >= {task.min_length} for task {task.name} (its shortest "
+                f"instance), got {min_len}"
+            )
+        check_curriculum(curriculum, curriculum_tau, max_steps)
         self.task = task
         self.train_len = len
         self.min_len = min_len
@@ -130,6 +147,10 @@ class TaskData:
         self.model_kind = model_kind
         self.seed = seed
         self.eval_seed = eval_seed
+        self.curriculum = curriculum
+        self.curriculum_tau = curriculum_tau
+        self.max_steps = max_steps
+        self._check_short_lengths()
 
     @property
     def vocab_size(self) -> int:
@@ -144,22 +165,44 @@ class TaskData:
     # -- training ---------------------------------------------------------------------------
     def train_length(self, step: int) -> int:
         generator = torch.Generator().manual_seed(mix_seed(self.seed, step, 0))
-        return int(torch.randint(self.min_len, self.train_len + 1, (1,), generator=generator))
+        return curriculum_length(
+            self.curriculum,
+            generator,
+            step,
+            self.min_len,
+            self.train_len,
+            tau=self.curriculum_tau,
+            max_steps=self.max_steps,
+        )
+
+    def train_inputs(self, length: int, samples: int, generator: torch.Generator) -> Tensor:
+        """``samples`` training inputs of this length, none of them held out -> (samples, n)."""
+        inputs = self.task.sample_inputs(length, samples, generator)
+        for _ in range(_MAX_DRAW_ROUNDS):  # redraw the rows reserved for evaluation
+            reserved = held_out(inputs)
+            if not reserved.any():
+                return inputs
+            redraw = self.task.sample_inputs(length, int(reserved.sum()), generator)
+            inputs[reserved] = redraw
+        raise ValueError(
+            f"data.min_len={self.min_len}: no training instance of length {length} found for "
+            f"task {self.task.name} (its few strings of this length are held out for "
+            f"evaluation); allowed: a larger data.min_len"
+        )
 
     def train_batch(self, step: int) -> dict:
         """The training batch of this step: a pure function of (seed, step)."""
         length = self.train_length(step)
         generator = torch.Generator().manual_seed(mix_seed(self.seed, step, 1))
-        inputs = self.task.sample_inputs(length, self.batch_size, generator)
-        for _ in range(_MAX_DRAW_ROUNDS):  # redraw the rows reserved for evaluation
-            reserved = held_out(inputs)
-            if not reserved.any():
-                break
-            redraw = self.task.sample_inputs(length, int(reserved.sum()), generator)
-            inputs[reserved] = redraw
-        else:
-            raise RuntimeError(f"could not draw training instances of length {length}")
+        inputs = self.train_inputs(length, self.batch_size, generator)
         return format_batch(inputs, self.task.solve(inputs), self.model_kind)
+
+    def _check_short_lengths(self, count: int = 8) -> None:
+        """Fail now, not mid-run, if the shortest training lengths have no training strings
+        (tiny alphabets: every string of a length may be held out)."""
+        generator = torch.Generator().manual_seed(mix_seed(self.seed, -1))
+        for length in range(self.min_len, min(self.train_len, self.min_len + count - 1) + 1):
+            self.train_inputs(length, 4, generator)
 
     def train_batches(self, start_step: int = 0) -> Iterator[dict]:
         step = start_step
@@ -168,8 +211,16 @@ class TaskData:
             step += 1
 
     # -- held-out instances -----------------------------------------------------------------
-    def held_out_inputs(self, length: int, samples: int, seed: int) -> Tensor:
-        """``samples`` held-out inputs of exactly this length -> (samples, length)."""
+    def held_out_inputs(
+        self, length: int, samples: int, seed: int, key: str = "eval.lengths"
+    ) -> Tensor:
+        """``samples`` held-out inputs of exactly this length -> (samples, length); ``key`` names
+        the setting that asked for this length in the error raised when none exist."""
+        if length < self.task.min_length:
+            raise ValueError(
+                f"{key}: task {self.task.name} has no instance of length {length}; allowed: "
+                f"lengths >= {self.task.min_length}"
+            )
         generator = torch.Generator().manual_seed(mix_seed(seed, length))
         kept: list[Tensor] = []
         found = 0
@@ -184,20 +235,31 @@ class TaskData:
             if found >= samples:
                 return torch.cat(kept)[:samples]
         raise ValueError(
-            f"cannot draw {samples} held-out instances of length {length} "
-            f"(too few distinct strings); use a longer length or a larger alphabet"
+            f"{key}: cannot draw {samples} held-out instances of length {length} for task "
+            f"{self.task.name} (too few distinct strings are held out at this length); allowed: "
+            f"a longer length or a larger alphabet"
         )
 
-    def eval_batches(self, length: int, samples: int, batch_size: int, seed: int | None = None):
+    def eval_batches(
+        self,
+        length: int,
+        samples: int,
+        batch_size: int,
+        seed: int | None = None,
+        key: str = "eval.lengths",
+    ):
         """Formatted evaluation batches at one exact length, from the fixed evaluation seed."""
-        inputs = self.held_out_inputs(length, samples, self.eval_seed if seed is None else seed)
+        seed = self.eval_seed if seed is None else seed
+        inputs = self.held_out_inputs(length, samples, seed, key)
         for chunk in inputs.split(batch_size):
             yield format_batch(chunk, self.task.solve(chunk), self.model_kind)
 
     def val_batches(self) -> list[dict]:
         """In-distribution validation at the training length (a seed apart from evaluation)."""
         return list(
-            self.eval_batches(self.train_len, self.val_samples, self.batch_size, self.eval_seed + 1)
+            self.eval_batches(
+                self.train_len, self.val_samples, self.batch_size, self.eval_seed + 1, "data.len"
+            )
         )
 
     def evaluate(
@@ -213,11 +275,12 @@ class TaskData:
         """Results rows at every length (the ``eval`` config group in ``settings``).
 
         ``output_dir`` and ``tag`` (``""`` for results.json, ``".<tag>"`` for eval.py's
-        results.<tag>.json) say where extra per-run files may go; tasks write none yet.
+        results.<tag>.json) say where extra per-run files may go: tasks that locate their answer
+        (``task.depth``, e.g. passkey) write ``accuracy_by_depth<tag>.json`` and ``.png`` there.
         """
         from lengen.evaluate import evaluate
 
-        return evaluate(
+        rows = evaluate(
             model,
             self,
             lengths,
@@ -226,11 +289,71 @@ class TaskData:
             protocol=settings.decoding,
             progress=progress,
         )
+        locates_answer = type(self.task).depth is not Task.depth  # e.g. passkey
+        if output_dir is not None and locates_answer:
+            from lengen.data.by_depth import depth_report, write_depth_report
+
+            report = depth_report(
+                model,
+                self,
+                lengths,
+                samples=settings.samples,
+                max_tokens_per_batch=settings.max_tokens_per_batch,
+            )
+            write_depth_report(report, Path(output_dir), tag)
+        return rows
+
+    def card(self, eval_lengths: list[int]) -> dict:
+        """The run's data card (``data_card.json``): what was trained and evaluated on."""
+        task = self.task
+        lengths = sorted({self.min_len, self.train_len, *eval_lengths})
+        example_length = max(task.min_length, min(self.train_len, 8))
+        generator = torch.Generator().manual_seed(mix_seed(self.eval_seed, -2))
+        example = task.sample_inputs(example_length, 1, generator)
+        answer = task.solve(example)
+        return {
+            "task": task.name,
+            "description": (type(task).__doc__ or "").strip().split("\n\n")[0],
+            "source": task.source,
+            "task_parameters": task.describe(),
+            "model_kind": self.model_kind,
+            "length": "number of input symbols of an instance",
+            "train_lengths": {"min": self.min_len, "max": self.train_len},
+            "curriculum": {
+                "name": self.curriculum,
+                "tau": self.curriculum_tau if self.curriculum == "reverse_exponential" else None,
+                "max_steps": self.max_steps,
+            },
+            "eval_lengths": sorted(set(eval_lengths)),
+            "answer_length": {str(n): task.answer_length(n) for n in lengths},
+            "max_position": {str(n): self.max_position(n) for n in lengths},
+            "vocab_size": self.vocab_size,
+            "special_tokens": {"PAD": PAD, "BOS": BOS, "SEP": SEP, "SLOT": SLOT},
+            "symbols": {str(N_SPECIAL + i): name for i, name in enumerate(task.vocab)},
+            "answer_symbols": [task.vocab[i] for i in task.answer_symbols],
+            "answer_format": task.answer_format,
+            "scored": "every answer position (padding END symbols included)",
+            "chance_accuracy": task.chance_accuracy,
+            "example": {
+                "input": [task.vocab[i] for i in example[0].tolist()],
+                "answer": [task.vocab[i] for i in answer[0].tolist()],
+            },
+            "seed": self.seed,
+            "eval_seed": self.eval_seed,
+            "validation_seed": self.eval_seed + 1,
+            "held_out_fraction": 1 / HELD_OUT_MODULUS,
+            "batch_size": self.batch_size,
+            "val_samples": self.val_samples,
+        }
+
+    def card_json(self, eval_lengths: list[int]) -> str:
+        return json.dumps(self.card(eval_lengths), indent=2, ensure_ascii=False) + "\n"
 
     def describe(self) -> dict:
         return {
             "task": self.task.name,
             "train_lengths": [self.min_len, self.train_len],
+            "curriculum": self.curriculum,
             "vocab_size": self.vocab_size,
             "held_out_fraction": 1 / HELD_OUT_MODULUS,
             **self.task.describe(),
