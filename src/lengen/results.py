@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import subprocess
@@ -142,7 +143,19 @@ def write_results(path: str | Path, results: dict) -> None:
     if missing:
         raise KeyError(f"results lack required keys: {missing}")
     results = {**results, "eval": sort_rows(results["eval"])}
-    atomic_write_text(path, json.dumps(results, indent=2) + "\n")
+    atomic_write_text(path, json.dumps(_strict(results), indent=2, allow_nan=False) + "\n")
+
+
+def _strict(value):
+    """Non-finite floats (an overflowing perplexity, a diverged loss) as null, so results.json
+    stays strict JSON that every parser reads (json.dumps would write Infinity / NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(item) for item in value]
+    return value
 
 
 def load_results(path: str | Path) -> dict:
