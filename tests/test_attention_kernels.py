@@ -247,3 +247,27 @@ def test_small_relative_problems_gather_one_dense_mask(monkeypatch):
     attend(q, k, v, causal=True, pe=pe, q_positions=positions, k_positions=positions)
     assert [tuple(mask.shape) for mask in masks] == [(1, N_HEADS, 11, 11)]
     assert masks[0].is_contiguous()
+
+
+@pytest.mark.parametrize(("name", "reused"), [("alibi", True), ("t5", False)])
+def test_dense_masks_are_reused_only_without_parameters(monkeypatch, name, reused):
+    # a fixed bias (ALiBi's slopes) keeps its mask across layers and steps; a learned one
+    # (T5's table) is rebuilt, so training sees its current values
+    masks = spy_on_sdpa(monkeypatch)
+    pe = make_pe(name, causal=True)
+    q, k, v = qkv(11, 11)
+    positions = torch.arange(11)
+    for _ in range(2):
+        attend(q, k, v, causal=True, pe=pe, q_positions=positions, k_positions=positions)
+    assert (masks[0] is masks[1]) == reused
+
+
+def test_a_mask_made_under_inference_mode_does_not_reach_training():
+    # Lightning validates under inference_mode; the next training step must still backpropagate
+    model = DecoderOnly(pe=RELATIVE["alibi"], vocab_size=16, d_model=32, n_layers=1, n_heads=4,
+                        d_ff=64)  # fmt: skip
+    tokens = torch.randint(0, 16, (2, 12))
+    with torch.inference_mode():
+        model(tokens)
+    model(tokens).sum().backward()
+    assert model.embedding.weight.grad is not None

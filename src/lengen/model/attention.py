@@ -22,6 +22,7 @@ cached decoding and non-contiguous positions keep the same mask.
 from __future__ import annotations
 
 import math
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -144,20 +145,13 @@ def relative_bias_attention(
     ``dense_mask_elements`` = H × Tq × Tk) gather one dense mask from the table instead.
     """
     q_len, k_len = q.shape[2], k.shape[2]
-    # table over δ = position_offset + (i − j), i − j from −(Tk − 1) to Tq − 1
-    index_delta = torch.arange(-(k_len - 1), q_len, device=q.device)  # (Tq + Tk − 1,)
-    table = pe.relative_bias_table(index_delta + position_offset.to(q.device))  # (H, L) fp32
-    if causal:  # query i sees keys j ≤ i + Tk − Tq, i.e. i − j ≥ Tq − Tk
-        table = table.masked_fill(index_delta < q_len - k_len, float("-inf"))
-    table = table.to(q.dtype).contiguous()
-    n_heads, width = table.shape
-    if n_heads * q_len * k_len <= dense_mask_elements:
-        # mask[0, h, i, j] = table[h, i − j + Tk − 1]
-        index = torch.arange(q_len, device=q.device)[:, None] - torch.arange(k_len, device=q.device)
-        mask = table[:, index + (k_len - 1)][None]  # (1, H, Tq, Tk)
+    if pe.n_heads * q_len * k_len <= dense_mask_elements:
+        mask = _dense_relative_mask(pe, q_len, k_len, position_offset, causal, q.dtype, q.device)
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale
         )
+    table = _relative_table(pe, q_len, k_len, position_offset, causal, q.dtype, q.device)
+    n_heads, width = table.shape
     k_reversed, v_reversed = k.flip(2), v.flip(2)  # (B, H, Tk, hd), key j at Tk − 1 − j
     outputs = []
     for start in range(0, q_len, query_block):
@@ -179,6 +173,54 @@ def relative_bias_attention(
             )
         )
     return torch.cat(outputs, dim=2)
+
+
+def _relative_table(
+    pe: PositionalEncoding,
+    q_len: int,
+    k_len: int,
+    position_offset: Tensor,
+    causal: bool,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Tensor:
+    """(H, Tq + Tk − 1): column n holds the bias at index difference i − j = n − (Tk − 1),
+    i.e. at δ = position_offset + n − (Tk − 1); −inf where the causal mask hides the key."""
+    index_delta = torch.arange(-(k_len - 1), q_len, device=device)  # (Tq + Tk − 1,)
+    table = pe.relative_bias_table(index_delta + position_offset.to(device))  # (H, L) fp32
+    if causal:  # query i sees keys j ≤ i + Tk − Tq, i.e. i − j ≥ Tq − Tk
+        table = table.masked_fill(index_delta < q_len - k_len, float("-inf"))
+    return table.to(dtype).contiguous()
+
+
+#: Dense masks of relative biases without parameters (ALiBi with fixed slopes, Sandwich), per
+#: encoding: every layer and step at the same lengths reuses them (training builds the same
+#: small mask 4 × per step otherwise, ≈ 4 % of a step here). At most MAX_CACHED_MASKS each.
+_DENSE_MASKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+MAX_CACHED_MASKS = 16
+
+
+def _dense_relative_mask(
+    pe: PositionalEncoding,
+    q_len: int,
+    k_len: int,
+    position_offset: Tensor,
+    causal: bool,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Tensor:
+    """(1, H, Tq, Tk) with mask[0, h, i, j] = table[h, i − j + Tk − 1]."""
+    # tensors made under inference_mode cannot enter a later backward: never cache those
+    cacheable = next(pe.parameters(), None) is None and not torch.is_inference_mode_enabled()
+    cache = _DENSE_MASKS.setdefault(pe, {}) if cacheable else {}
+    key = (q_len, k_len, int(position_offset), causal, dtype, device) if cacheable else None
+    if key not in cache:
+        table = _relative_table(pe, q_len, k_len, position_offset, causal, dtype, device)
+        index = torch.arange(q_len, device=device)[:, None] - torch.arange(k_len, device=device)
+        if len(cache) >= MAX_CACHED_MASKS:
+            cache.pop(next(iter(cache)))  # the oldest
+        cache[key] = table[:, index + (k_len - 1)][None]  # (1, H, Tq, Tk)
+    return cache[key]
 
 
 def blocked_bias_attention(

@@ -70,6 +70,8 @@ class ALiBi(PositionalEncoding):
         learnable_slopes: train the slopes (log-parameterised, initialised at Press et al.'s).
     """
 
+    bias_is_relative = True  # a function of q − k: attention reads a table per offset
+
     def __init__(
         self, *, bidirectional: str = "symmetric", learnable_slopes: bool = False, **kwargs
     ) -> None:

@@ -59,6 +59,9 @@ class PositionalEncoding(nn.Module):
 
     #: Encodings defined for causal attention only set this; a bidirectional stack is refused.
     causal_only = False
+    #: True when ``score_bias`` depends on q_position − k_position only (ALiBi, T5, KERPLE,
+    #: Sandwich; not FIRE): attention then reads one bias per offset (``relative_bias_table``).
+    bias_is_relative = False
 
     def __init__(
         self,
@@ -192,6 +195,12 @@ class PositionalEncoding(nn.Module):
         return self.score_bias(
             heads[:, None, None], q_positions[None, :, None], k_positions[None, None, :]
         )
+
+    def relative_bias_table(self, offsets: Tensor) -> Tensor:
+        """Bias per offset δ = q_position − k_position, for encodings with ``bias_is_relative``:
+        offsets (L,) int64 -> (H, L), fp32. ``score_bias`` at query δ and key 0."""
+        heads = torch.arange(self.n_heads, device=offsets.device)
+        return self.score_bias(heads[:, None], offsets[None, :], torch.zeros_like(offsets)[None, :])
 
     def describe(self) -> dict:
         """Extra facts for results.json (e.g. a table's policy); empty by default."""

@@ -56,6 +56,8 @@ class KERPLE(PositionalEncoding):
         variant: ``log`` (default) or ``power``.
     """
 
+    bias_is_relative = True  # a function of q − k: attention reads a table per offset
+
     def __init__(self, *, variant: str = "log", **kwargs) -> None:
         super().__init__(**kwargs)
         if variant not in VARIANTS:

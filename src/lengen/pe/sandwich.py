@@ -62,6 +62,8 @@ class Sandwich(PositionalEncoding):
         base: the sinusoids' wavelength base (10,000).
     """
 
+    bias_is_relative = True  # a function of q − k: attention reads a table per offset
+
     def __init__(self, *, dim: int = 128, base: float = 10000.0, **kwargs) -> None:
         super().__init__(**kwargs)
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2 or dim % 2:

@@ -67,6 +67,8 @@ class T5RelativeBias(PositionalEncoding):
         max_distance: distances from here on share the last bucket (128 in T5).
     """
 
+    bias_is_relative = True  # a function of q − k: attention reads a table per offset
+
     def __init__(self, *, num_buckets: int = 32, max_distance: int = 128, **kwargs) -> None:
         super().__init__(**kwargs)
         if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or num_buckets < 4:
