@@ -31,7 +31,7 @@ needs_vm_hwm = pytest.mark.skipif(not has_vm_hwm(), reason="needs Linux /proc/se
 def test_measure_times_the_block():
     with measure("cpu") as cost:
         time.sleep(0.05)
-    assert 0.05 <= cost.seconds < 1.0
+    assert 0.05 <= cost.seconds < 10.0  # the sleep, not a speed claim: generous for busy CI
 
 
 @needs_vm_hwm

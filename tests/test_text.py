@@ -400,3 +400,12 @@ def test_short_run_on_tinyshakespeare(tmp_path, shared_data, single_thread):
     assert on_disk["eval"][0]["protocol"] == "nonoverlap"
     assert (tmp_path / "run" / "loss_by_position.json").is_file()
     assert (tmp_path / "run" / "extrapolation.png").is_file()
+
+
+def test_rows_record_cost_and_windows_per_batch(tmp_path, corpus, single_thread):
+    train, valid = corpus
+    data = make(tmp_path, files={"train": str(train), "validation": str(valid)}, tokenizer="byte")
+    rows = evaluate(data, Uniform(data.vocab_size), [8, 16], tmp_path, max_tokens=100)
+    # the budget of 256 tokens per batch: 32 windows of 8, 16 of 16
+    assert [r["batch_size"] for r in rows] == [32, 16]
+    assert all(r["seconds"] > 0 and r["peak_mem_mb"] >= 0 for r in rows)

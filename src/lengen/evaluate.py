@@ -22,9 +22,16 @@ Two protocols (``eval.decoding``), recorded in each row's ``protocol``:
   factors; ``lengen.model.cache``), a greedy answer is entirely right exactly when every
   teacher-forced argmax is: ``exact_match`` agrees between the protocols up to ties in the argmax,
   and greedy ``accuracy`` differs by counting tokens after the first error against the model.
+
+Every row also records what it cost: ``seconds``, ``peak_mem_mb`` (growth over the memory in
+use before, ``lengen.measure``) and ``batch_size``: instances per batch, from the token budget
+``eval.max_tokens_per_batch``, halved after each out-of-memory error until it fits.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +40,9 @@ from tqdm.auto import tqdm
 
 from lengen.config import PROTOCOLS
 from lengen.data.datamodule import IGNORE, TaskData, max_position
+from lengen.measure import measure, run_with_oom_halving
+
+T = TypeVar("T")
 
 
 def loss_sum(logits: Tensor, targets: Tensor) -> Tensor:
@@ -126,6 +136,17 @@ def greedy_stats(
     }
 
 
+def measured_with_oom_halving(
+    fn: Callable[[int], T], batch_size: int, device, *, min_batch_size: int = 1
+) -> tuple[T, dict]:
+    """``fn(batch_size)``, retried with half the batch on out-of-memory, timed and measured ->
+    (its result, the row keys ``seconds``, ``peak_mem_mb`` and ``batch_size`` (the one that
+    ran)). Seconds and memory cover the attempts that ran out of memory too."""
+    with measure(device) as cost:
+        result, used = run_with_oom_halving(fn, batch_size, min_batch_size=min_batch_size)
+    return result, {**cost.as_row(), "batch_size": used}
+
+
 @torch.no_grad()
 def evaluate(
     model: torch.nn.Module,
@@ -145,16 +166,21 @@ def evaluate(
     device = next(model.parameters()).device
     rows = []
     for length in tqdm(sorted(set(lengths)), desc="evaluate", unit="length", disable=not progress):
-        batch_size = max(1, max_tokens_per_batch // data.max_position(length))
-        totals: dict[str, float] = {}
-        for batch in data.eval_batches(length, samples, batch_size):
-            inputs = {k: v.to(device) for k, v in batch["inputs"].items()}
-            targets = batch["targets"].to(device)
-            logits = model(**inputs)
-            if protocol == "greedy":
-                _add(totals, greedy_stats(model, inputs, targets, logits))
-            else:
-                _add(totals, batch_stats(logits, targets))
+
+        def score(batch_size: int, length: int = length) -> tuple[dict[str, float], dict]:
+            totals: dict[str, float] = {}
+            for batch in data.eval_batches(length, samples, batch_size):
+                inputs = {k: v.to(device) for k, v in batch["inputs"].items()}
+                targets = batch["targets"].to(device)
+                logits = model(**inputs)
+                if protocol == "greedy":
+                    _add(totals, greedy_stats(model, inputs, targets, logits))
+                else:
+                    _add(totals, batch_stats(logits, targets))
+            return totals, batch
+
+        batch_size = max(1, min(samples, max_tokens_per_batch // data.max_position(length)))
+        (totals, batch), cost = measured_with_oom_halving(score, batch_size, device)
         rows.append(
             {
                 "length": length,
@@ -165,6 +191,7 @@ def evaluate(
                 **summarise(totals),
                 "ppl": None,
                 "chance_accuracy": data.task.chance_accuracy,
+                **cost,
             }
         )
     model.train(was_training)

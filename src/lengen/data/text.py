@@ -377,7 +377,11 @@ class TextData:
     # -- evaluation -------------------------------------------------------------------------
     def evaluate(self, model, lengths, *, settings, output_dir=None, tag="", progress=True):
         """One row per length (perplexity, bits per byte), and the loss by position in the
-        window written to ``loss_by_position<tag>.json`` / ``.png`` in ``output_dir``."""
+        window written to ``loss_by_position<tag>.json`` / ``.png`` in ``output_dir``. Rows also
+        carry ``seconds``, ``peak_mem_mb`` and ``batch_size`` (windows per batch, halved after
+        an out-of-memory error)."""
+        from lengen.evaluate import measured_with_oom_halving
+
         protocol = settings.get("protocol", "nonoverlap")
         stride = settings.get("stride")
         max_tokens = settings.get("max_tokens")
@@ -391,10 +395,14 @@ class TextData:
                     f"{n_targets} are available (validation split and eval.max_tokens)"
                 )
             step = length if protocol == "nonoverlap" else min(stride or length, length)
-            row, position = self.score(
-                model, length, step, n_targets, settings.max_tokens_per_batch, progress
+            (row, position), cost = measured_with_oom_halving(
+                lambda windows, length=length, step=step: self.score(
+                    model, length, step, n_targets, windows, progress
+                ),
+                self.windows_per_batch(length, settings.max_tokens_per_batch),
+                next(model.parameters()).device,
             )
-            rows.append({**row, "protocol": protocol, "max_tokens": max_tokens})
+            rows.append({**row, "protocol": protocol, "max_tokens": max_tokens, **cost})
             by_position[length] = position
         if output_dir is not None:
             write_position_report(
@@ -402,17 +410,21 @@ class TextData:
             )
         return rows
 
-    def score(self, model, length, stride, n_targets, max_tokens_per_batch, progress):
-        """Score targets 1..n_targets with windows of ``length`` advanced by ``stride``."""
+    def windows_per_batch(self, length: int, max_tokens_per_batch: int) -> int:
+        """Windows per batch within the token budget and the logits budget."""
+        return max(
+            1, min(max_tokens_per_batch // length, LOGITS_BUDGET // (length * self.vocab_size))
+        )
+
+    def score(self, model, length, stride, n_targets, per_batch, progress):
+        """Score targets 1..n_targets with windows of ``length`` advanced by ``stride``,
+        ``per_batch`` windows at a time."""
         import numpy as np
         import torch
         import torch.nn.functional as F
         from tqdm.auto import tqdm
 
         starts, first = window_plan(n_targets, length, stride)
-        per_batch = max(
-            1, min(max_tokens_per_batch // length, LOGITS_BUDGET // (length * self.vocab_size))
-        )
         device = next(model.parameters()).device
         was_training = model.training
         model.eval()
