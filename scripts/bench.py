@@ -1,6 +1,6 @@
 """Training throughput and long-evaluation cost, lengen against its peers, in one process.
 
-    python scripts/bench.py                       # full run (CPU: ~15 min on 2 cores)
+    python scripts/bench.py                       # full run (CPU: ~4 min on a quiet 2-core machine)
     python scripts/bench.py --quick --json results/bench/cpu_quick.json
 
 Training (decoder LM: d=128, 4 layers, 4 heads, ff 512, vocab 64, seq 128, batch 32; AdamW,
