@@ -302,4 +302,3 @@ def evaluate_and_write(
     )
     print(f"results: {results_path}")
     return results
-
