@@ -296,3 +296,30 @@ def test_a_null_key_groups_with_an_absent_one():
     new = {**old, "init_from": None}
     assert config_hash(old) == config_hash(new)
     assert config_hash(old) != config_hash({**old, "init_from": "runs/a"})
+
+
+def test_task_parameters_do_not_label_other_tasks(tmp_path):
+    # copy has n_symbols, addition has base: neither splits anything within its own task
+    for task, params in (("copy", {"n_symbols": 16}), ("addition", {"base": 10})):
+        for seed in (0, 1):
+            task_node = {"_target_": f"lengen.data.tasks.{task.title()}", **params}
+            write_run(
+                tmp_path,
+                f"{task}_{seed}",
+                seed=seed,
+                accuracy={4: 1.0, 8: 0.5},
+                overrides={"data.name": task, "data.task": task_node},
+            )
+    assert {r["settings"] for r in aggregate(tmp_path).rows} == {""}
+
+
+def test_a_task_parameter_that_varies_within_the_task_is_named(tmp_path):
+    for base in (2, 10):
+        write_run(
+            tmp_path,
+            f"addition_base{base}",
+            accuracy={4: 1.0, 8: 0.5},
+            overrides={"data.name": "addition", "data.task": {"base": base}},
+        )
+    settings = {r["settings"] for r in aggregate(tmp_path).rows}
+    assert settings == {"data.task.base=2", "data.task.base=10"}

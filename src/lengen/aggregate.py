@@ -447,13 +447,24 @@ def row_metric(row: dict, metric: str) -> str | None:
     return None
 
 
+#: Config subtrees that belong to one named component (key prefix -> the key naming it): their
+#: keys are compared among configurations of the same component, so a RoPE row is not labelled
+#: with keys ALiBi lacks, nor a copy row with addition's ``data.task.base``.
+COMPONENTS = {"pe.": "pe.name", "data.task.": "data.name"}
+
+
+def _component(key: str) -> str | None:
+    return next((prefix for prefix in COMPONENTS if key.startswith(prefix)), None)
+
+
 def settings_by_hash(runs: list[Run]) -> dict[str, list[tuple[str, str]]]:
     """For each configuration, the (key, value) pairs that set it apart, sorted by key.
 
-    A key counts when it varies anywhere in the folder, except the keys of one encoding only
-    (``pe.base`` of RoPE, …): those count when they vary among configurations of that PE, so
-    RoPE rows are not labelled with keys ALiBi lacks. Options every PE has (``pe.randomized``)
-    count like any other key. The named columns (pe, task, model, train_len) are left out."""
+    A key counts when it varies anywhere in the folder, except the keys of one component only
+    (``pe.base`` of RoPE, ``data.task.base`` of addition; ``COMPONENTS``): those count when
+    they vary among configurations of that component, so RoPE rows are not labelled with keys
+    ALiBi lacks. Options every PE has (``pe.randomized``) count like any other key. The named
+    columns (pe, task, model, train_len) are left out."""
     configs = {}
     for run in runs:
         if run.config_hash is not None and run.config_hash not in configs:
@@ -461,23 +472,31 @@ def settings_by_hash(runs: list[Run]) -> dict[str, list[tuple[str, str]]]:
     if not configs:
         return {}
     shared = set.intersection(*(set(flat) for flat in configs.values()))
-    per_pe_only = {"pe._target_", "pe._partial_"}  # follow the PE's name
 
     def folder_wide(key: str) -> bool:
-        return not key.startswith("pe.") or (key in shared and key not in per_pe_only)
+        prefix = _component(key)
+        # a component's class follows its name; its other keys count folder-wide when all have them
+        return prefix is None or (
+            key in shared and key.removeprefix(prefix) not in ("_target_", "_partial_")
+        )
 
     varying = _varying_keys(list(configs.values()), folder_wide)
-    by_pe = defaultdict(list)
-    for flat in configs.values():
-        by_pe[flat.get("pe.name")].append(flat)
-    pe_varying = {
-        pe: _varying_keys(group, lambda key: not folder_wide(key)) for pe, group in by_pe.items()
-    }
+    within = {}  # (prefix, component name) -> keys varying among that component's configs
+    for prefix, name_key in COMPONENTS.items():
+        groups = defaultdict(list)
+        for flat in configs.values():
+            groups[flat.get(name_key)].append(flat)
+        for name, group in groups.items():
+            within[prefix, name] = _varying_keys(
+                group, lambda key, prefix=prefix: _component(key) == prefix and not folder_wide(key)
+            )
     settings = {}
     for digest, flat in configs.items():
-        keys = sorted(varying | pe_varying[flat.get("pe.name")])
+        keys = set(varying)
+        for prefix, name_key in COMPONENTS.items():
+            keys |= within[prefix, flat.get(name_key)]
         settings[digest] = [
-            (key, _show(flat.get(key, "null"))) for key in keys if key not in NAMED_KEYS
+            (key, _show(flat.get(key, "null"))) for key in sorted(keys) if key not in NAMED_KEYS
         ]
     return settings
 
