@@ -20,12 +20,8 @@ from lengen.data.tasks.base import Task, uniform_ints
 from lengen.data.tasks.strings import CHOMSKY, Sort
 
 
-class Parity(Task):
-    """Is the number of 1s odd? ``0 1 1 0 1`` -> ``1`` (answer 0: even, 1: odd)."""
-
-    name = "parity"
-    source = CHOMSKY + " (parity check, regular)"
-    answer_format = "1 symbol: 0 if the number of 1s is even, 1 if odd"
+class _BinaryVerdict(Task):
+    """A binary string in, one bit out (0: even, 1: odd)."""
 
     def __init__(self) -> None:
         self.vocab = ["0", "1"]
@@ -34,11 +30,19 @@ class Parity(Task):
     def answer_length(self, length: int) -> int:
         return 1
 
+
+class Parity(_BinaryVerdict):
+    """Is the number of 1s odd? ``0 1 1 0 1`` -> ``1`` (answer 0: even, 1: odd)."""
+
+    name = "parity"
+    source = CHOMSKY + " (parity check, regular)"
+    answer_format = "1 symbol: 0 if the number of 1s is even, 1 if odd"
+
     def solve(self, inputs: Tensor) -> Tensor:
         return inputs.sum(dim=1, keepdim=True) % 2
 
 
-class EvenPairs(Task):
+class EvenPairs(_BinaryVerdict):
     """Is the number of ``01`` and ``10`` pairs odd? ``0 0 1 1 1 0`` -> ``0`` (two pairs).
 
     The count is odd exactly when the first and last symbols differ (the regular-language
@@ -48,13 +52,6 @@ class EvenPairs(Task):
     name = "even_pairs"
     source = CHOMSKY + " (even pairs, regular)"
     answer_format = "1 symbol: 0 if the number of 01 and 10 pairs is even, 1 if odd"
-
-    def __init__(self) -> None:
-        self.vocab = ["0", "1"]
-        self.answer_symbols = [0, 1]
-
-    def answer_length(self, length: int) -> int:
-        return 1
 
     def solve(self, inputs: Tensor) -> Tensor:
         changes = (inputs[:, 1:] != inputs[:, :-1]).sum(dim=1, keepdim=True)  # (B, 1)
