@@ -30,9 +30,6 @@ use before, ``lengen.measure``) and ``batch_size``: instances per batch, from th
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -40,9 +37,7 @@ from tqdm.auto import tqdm
 
 from lengen.config import PROTOCOLS
 from lengen.data.datamodule import IGNORE, TaskData, max_position
-from lengen.measure import measure, run_with_oom_halving
-
-T = TypeVar("T")
+from lengen.measure import batch_size_for, measured_with_oom_halving
 
 
 def loss_sum(logits: Tensor, targets: Tensor) -> Tensor:
@@ -136,17 +131,6 @@ def greedy_stats(
     }
 
 
-def measured_with_oom_halving(
-    fn: Callable[[int], T], batch_size: int, device, *, min_batch_size: int = 1
-) -> tuple[T, dict]:
-    """``fn(batch_size)``, retried with half the batch on out-of-memory, timed and measured ->
-    (its result, the row keys ``seconds``, ``peak_mem_mb`` and ``batch_size`` (the one that
-    ran)). Seconds and memory cover the attempts that ran out of memory too."""
-    with measure(device) as cost:
-        result, used = run_with_oom_halving(fn, batch_size, min_batch_size=min_batch_size)
-    return result, {**cost.as_row(), "batch_size": used}
-
-
 @torch.no_grad()
 def evaluate(
     model: torch.nn.Module,
@@ -179,7 +163,9 @@ def evaluate(
                     _add(totals, batch_stats(logits, targets))
             return totals, batch
 
-        batch_size = max(1, min(samples, max_tokens_per_batch // data.max_position(length)))
+        batch_size = batch_size_for(
+            data.max_position(length), token_budget=max_tokens_per_batch, max_batch_size=samples
+        )
         (totals, batch), cost = measured_with_oom_halving(score, batch_size, device)
         rows.append(
             {

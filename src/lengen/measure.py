@@ -163,3 +163,14 @@ def batch_size_for(length: int, *, token_budget: int, max_batch_size: int) -> in
             f"{token_budget} and {max_batch_size}"
         )
     return max(1, min(max_batch_size, token_budget // length))
+
+
+def measured_with_oom_halving(
+    fn: Callable[[int], T], batch_size: int, device, *, min_batch_size: int = 1
+) -> tuple[T, dict]:
+    """``fn(batch_size)``, retried with half the batch on out-of-memory, timed and measured ->
+    (its result, the row keys ``seconds``, ``peak_mem_mb`` and ``batch_size`` (the one that
+    ran)). Seconds and memory cover the attempts that ran out of memory too."""
+    with measure(device) as cost:
+        result, used = run_with_oom_halving(fn, batch_size, min_batch_size=min_batch_size)
+    return result, {**cost.as_row(), "batch_size": used}

@@ -380,7 +380,7 @@ class TextData:
         window written to ``loss_by_position<tag>.json`` / ``.png`` in ``output_dir``. Rows also
         carry ``seconds``, ``peak_mem_mb`` and ``batch_size`` (windows per batch, halved after
         an out-of-memory error)."""
-        from lengen.evaluate import measured_with_oom_halving
+        from lengen.measure import measured_with_oom_halving
 
         protocol = settings.get("protocol", "nonoverlap")
         stride = settings.get("stride")
