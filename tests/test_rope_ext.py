@@ -771,3 +771,20 @@ def test_sinusoidal_unknown_layout_raises():
         sinusoidal_table(4, 8, layout="half")
     with pytest.raises(ValueError, match=r"pe\.layout"):
         Sinusoidal(d_model=8, n_heads=2, layout="split")
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.5])
+def test_compiled_rotation_formula_equals_the_eager_one(fraction, monkeypatch):
+    # eager interleaved RoPE multiplies complex numbers; under torch.compile (no complex code
+    # in inductor) the real formula runs instead: both must be the same rotation
+    pe = RoPE(d_model=128, n_heads=4, fraction=fraction)
+    generator = torch.Generator().manual_seed(12)
+    q, k = torch.randn(2, 4, 25, 32, generator=generator), torch.randn(2, 4, 25, 32)
+    positions = torch.arange(25) * 7
+    eager = rotate_with(pe, q, k, positions)
+    asked = []
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: asked.append(1) or True)
+    real = rotate_with(pe, q, k, positions)
+    assert asked  # the real formula ran
+    for a, b in zip(eager, real):
+        torch.testing.assert_close(a, b)
