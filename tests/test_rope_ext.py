@@ -786,5 +786,5 @@ def test_compiled_rotation_formula_equals_the_eager_one(fraction, monkeypatch):
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: asked.append(1) or True)
     real = rotate_with(pe, q, k, positions)
     assert asked  # the real formula ran
-    for a, b in zip(eager, real):
+    for a, b in zip(eager, real, strict=True):
         torch.testing.assert_close(a, b)
