@@ -62,10 +62,11 @@ def lengen_pe(name: str, max_positions: int):
     return partial(classes[name], train_positions=SIZES["seq"], max_positions=max_positions)
 
 
-def lengen_model(name: str, max_positions: int) -> nn.Module:
+def lengen_model(name: str, max_positions: int, attention: str = "auto") -> nn.Module:
     from lengen.model import DecoderOnly
 
     return DecoderOnly(
+        attention=attention,
         pe=lengen_pe(name, max_positions),
         vocab_size=SIZES["vocab"],
         d_model=SIZES["d_model"],
@@ -272,23 +273,33 @@ def train_xt(name: str, flash: bool, warmup: int, steps: int, device) -> list[fl
 
 
 # -- evaluation -------------------------------------------------------------------------------
-def eval_lengen(name: str, lengths: list[int], device, repeats: int) -> list[dict]:
+def eval_lengen(
+    name: str, lengths: list[int], device, repeats: int, attention: str = "auto"
+) -> list[dict]:
     from lengen.measure import measure
 
     torch.manual_seed(0)
-    model = lengen_model(name, max(lengths)).to(device).eval()
+    model = lengen_model(name, max(lengths), attention).to(device).eval()
+    if attention == "flex" and not model.stack.pe.bias_is_relative:
+        return []  # FlexAttention serves relative biases only: these rows would repeat auto's
     rows = []
     with torch.no_grad():
         model(torch.randint(0, SIZES["vocab"], (1, min(lengths)), device=device))  # warm-up
         for length in lengths:
             tokens = torch.randint(0, SIZES["vocab"], (1, length), device=device)
+            if attention == "flex":
+                started = time.perf_counter()
+                model(tokens)  # FlexAttention compiles per new length at first: untimed
+                print(f"  eval {name:>10} {length:>6}: flex warm-up "
+                      f"{time.perf_counter() - started:.1f} s", flush=True)  # fmt: skip
             best = None
             for _ in range(repeats):
                 with measure(device) as cost:
                     model(tokens)
                 if best is None or cost.seconds < best.seconds:
                     best = cost
-            row = {"impl": "lengen", "pe": name, "length": length, **best.as_row()}
+            row = {"impl": "lengen", "pe": name, "attention": attention, "length": length}
+            row.update(best.as_row())
             rows.append(row)
             print(
                 f"  eval {name:>10} {length:>6}: {row['seconds']:8.3f} s "
@@ -337,21 +348,21 @@ def targets(results: dict, pes: list[str]) -> list[str]:
                 ratio = ours / theirs
                 mark = "ok" if ratio >= goal else "MISSED"
                 lines.append(f"train {name:>10}: lengen / {peer} = {ratio:.2f} (>= {goal}) {mark}")
-    evals = {(r["pe"], r["length"]): r for r in results["eval"]}
-    for length in sorted({r["length"] for r in results["eval"]}):
-        rope = evals.get(("rope", length))
-        for name in pes:
-            row = evals.get((name, length))
-            if name == "rope" or rope is None or row is None or length != 8192:
-                continue
-            for key in ("seconds", "peak_mem_mb"):
-                ratio = row[key] / max(rope[key], 1e-9)
-                if key == "peak_mem_mb":  # tiny peaks are noise: compare with a 16 MiB floor
-                    ratio = max(row[key], 16) / max(rope[key], 16)
-                mark = "ok" if ratio <= 1.5 else "MISSED"
-                lines.append(
-                    f"eval {name:>10} @{length}: {key} / rope's = {ratio:.2f} (<= 1.5) {mark}"
-                )
+    # RoPE has no bias: its rows are SDPA whatever the kernel option, the auto one is the base
+    evals = {(r["pe"], r.get("attention", "auto"), r["length"]): r for r in results["eval"]}
+    rope = evals.get(("rope", "auto", 8192))
+    for (name, kernel, length), row in evals.items():
+        if name == "rope" or rope is None or length != 8192:
+            continue
+        label = name if kernel == "auto" else f"{name}/{kernel}"
+        for key in ("seconds", "peak_mem_mb"):
+            ratio = row[key] / max(rope[key], 1e-9)
+            if key == "peak_mem_mb":  # tiny peaks are noise: compare with a 16 MiB floor
+                ratio = max(row[key], 16) / max(rope[key], 16)
+            mark = "ok" if ratio <= 1.5 else "MISSED"
+            lines.append(
+                f"eval {label:>10} @{length}: {key} / rope's = {ratio:.2f} (<= 1.5) {mark}"
+            )
     return lines
 
 
@@ -366,6 +377,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--xt-both", action="store_true", help="keep both attn_flash rows")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    parser.add_argument(
+        "--attention",
+        default="auto",
+        help="comma-separated model.attention kernels for the eval rows (auto, flex)",
+    )
     parser.add_argument("--no-train", action="store_true")
     parser.add_argument("--no-eval", action="store_true")
     args = parser.parse_args(argv)
@@ -430,8 +446,14 @@ def main(argv: list[str] | None = None) -> dict:
                     record(f"x-transformers-flash{int(flash)}/{name}", rows[flash])
             fastest = min(rows.values(), key=lower_quartile)
             record(f"x-transformers/{name}", fastest)
+    kernels = [k for k in args.attention.split(",") if k]
+    for kernel in kernels:
+        if kernel not in ("auto", "flex"):
+            raise SystemExit(f"--attention: unknown kernel {kernel!r}; allowed: auto, flex")
     for name in [] if args.no_eval else pes:
-        results["eval"].extend(eval_lengen(name, lengths, device, repeats=1 if args.quick else 2))
+        for kernel in kernels:
+            repeats = 1 if args.quick else 2
+            results["eval"].extend(eval_lengen(name, lengths, device, repeats, kernel))
     results["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     results["targets"] = targets(results, pes)
     print("\n".join(["targets:", *results["targets"]]))

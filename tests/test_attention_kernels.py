@@ -271,3 +271,101 @@ def test_a_mask_made_under_inference_mode_does_not_reach_training():
         model(tokens)
     model(tokens).sum().backward()
     assert model.embedding.weight.grad is not None
+
+
+# -- FlexAttention (model.attention=flex) -------------------------------------------------------
+@pytest.fixture
+def eager_flex(monkeypatch):
+    # eager flex computes the same function as compiled flex, without a compile per test; the
+    # compiled kernel is checked once, through the whole model, below
+    from torch.nn.attention.flex_attention import flex_attention
+
+    import lengen.model.flex as flex
+
+    monkeypatch.setattr(flex, "_compiled_flex", flex_attention)
+
+
+@pytest.mark.parametrize("length", [1, 5, 128, 200])
+def test_causal_block_mask_equals_flex_own_construction(length):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    from lengen.model.flex import causal_block_mask
+
+    built = causal_block_mask(length, "cpu")
+    reference = create_block_mask(lambda b, h, q, k: k <= q, None, None, length, length, "cpu")
+    assert torch.equal(built.to_dense(), reference.to_dense())
+    assert built.shape[-2:] == (length, length)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("name", sorted(RELATIVE))
+def test_flex_path_matches_textbook_attention(eager_flex, name, causal):
+    pe = make_pe(name, causal)
+    q, k, v = qkv(11, 11)
+    q_positions, k_positions = positions_for(11, 11, start=3)
+    with torch.no_grad():
+        out = attend(q, k, v, causal=causal, pe=pe, q_positions=q_positions,
+                     k_positions=k_positions, kernel="flex")  # fmt: skip
+    expected = textbook(
+        q, k, v, causal=causal, pe=pe, q_positions=q_positions, k_positions=k_positions
+    )
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_flex_is_asked_only_for_full_passes(monkeypatch, eager_flex):
+    # cached decoding (fewer queries than keys) keeps the SDPA path: flex would compile anew
+    # at every step as the keys grow
+    import lengen.model.flex as flex
+
+    calls = []
+    real = flex.flex_relative_attention
+    monkeypatch.setattr(
+        flex, "flex_relative_attention", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    pe = make_pe("alibi", causal=True)
+    with torch.no_grad():
+        for q_len in (11, 5):
+            q, k, v = qkv(q_len, 11)
+            q_positions, k_positions = positions_for(q_len, 11)
+            attend(q, k, v, causal=True, pe=pe, q_positions=q_positions,
+                   k_positions=k_positions, kernel="flex")  # fmt: skip
+    assert calls == [1]
+
+
+def test_flex_refuses_to_train_on_cpu(eager_flex):
+    pe = make_pe("alibi", causal=True)
+    q, k, v = (t.requires_grad_() for t in qkv(11, 11))
+    positions = torch.arange(11)
+    with pytest.raises(ValueError, match="model.attention=flex cannot train on CPU"):
+        attend(q, k, v, causal=True, pe=pe, q_positions=positions, k_positions=positions,
+               kernel="flex")  # fmt: skip
+
+
+def test_model_sets_its_kernel_on_every_self_attention_layer():
+    from lengen.model import EncoderDecoder
+
+    model = EncoderDecoder(pe=RELATIVE["t5"], vocab_size=16, d_model=32, n_layers=2, n_heads=4,
+                           d_ff=64, attention="flex")  # fmt: skip
+    kernels = {m.kernel for m in model.modules() if isinstance(m, attention.MultiHeadAttention)}
+    assert kernels == {"flex"}
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("pe_name", ["alibi", "t5"])
+def test_compiled_flex_decoder_logits_equal_the_default_kernels(pe_name):
+    # the real compiled FlexAttention (compiles of ~10 s on CPU), at three lengths: the second
+    # one recompiles for dynamic lengths; two are not multiples of the 128-token block
+    torch.manual_seed(0)
+    model = DecoderOnly(
+        pe=RELATIVE[pe_name], vocab_size=16, d_model=32, n_layers=2, n_heads=4, d_ff=64
+    ).eval()
+    for length in (130, 256, 300):
+        tokens = torch.randint(0, 16, (2, length))
+        with torch.no_grad():
+            model._choose_kernel("auto", 0.0)
+            default = model(tokens)
+            model._choose_kernel("flex", 0.0)
+            flex = model(tokens)
+        torch.testing.assert_close(flex, default, rtol=1e-5, atol=1e-5)

@@ -29,6 +29,12 @@ CASES = [
     ("optim.lr=0", "optim.lr must be a number in (0.0, inf)"),
     ("model.dropout=1.5", "model.dropout must be a number in [0.0, 1.0)"),
     ("model.n_heads=3", "model.d_model must be divisible by model.n_heads"),
+    ("model.attention=xformers", "model.attention must be one of auto, flex; got 'xformers'"),
+    ("pe=alibi model.attention=flex", "model.attention=flex cannot train on CPU"),
+    (
+        "pe=alibi model.attention=flex model.dropout=0.1",
+        "model.attention=flex takes no attention dropout",
+    ),
     ("data.task.n_symbols=1", "data.task.n_symbols must be an integer >= 2"),
     ("eval.lengths=[0]", "eval.lengths must hold positive integers"),
     ("data.len=5 eval.factors=[1.5]", "eval.factors: 1.5 × data.len 5 = 7.5 is not a whole"),

@@ -203,6 +203,11 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
             f"data.batch_size={batch_size} is the global batch and must be divisible by the "
             f"{trainer.world_size} processes (trainer.devices × trainer.num_nodes)"
         )
+    if cfg.model.get("attention") == "flex" and trainer.strategy.root_device.type == "cpu":
+        raise ConfigError(
+            "model.attention=flex cannot train on CPU: FlexAttention has no backward pass "
+            "there; allowed on CPU: auto (flex serves eval.py re-evaluations on CPU)"
+        )
     if logger and resumed and rank_zero:
         continue_csv_log(logger, resumed[1])
     if logger:

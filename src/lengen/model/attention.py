@@ -12,8 +12,11 @@
   PE's ``score_bias`` **one block of queries at a time** (``blocked_bias_attention``): the block
   is (B, H, chunk, Tk) within ``MAX_BIAS_ELEMENTS``, so memory grows linearly with length. At
   training lengths the whole sequence is one block.
-* FlexAttention is not used: on CPU it has no backward pass, needs a compile (8–26 s) per
-  length and ran ALiBi slower than the relative path (docs/benchmarks.md).
+* ``model.attention=flex`` (``kernel="flex"``): relative biases at full passes go to
+  FlexAttention instead (``lengen.model.flex``; GPU training and evaluation, CPU evaluation).
+  ``auto`` (the default) never picks it: on CPU it has no backward pass, needs a compile per
+  length at first and ran ALiBi slower than the relative path (docs/benchmarks.md); on GPU it
+  is not yet measured against the relative path.
 
 Causal masking is by index (query i sees keys ≤ i + Tk − Tq), never by position value, so
 cached decoding and non-contiguous positions keep the same mask.
@@ -39,6 +42,10 @@ MAX_BIAS_ELEMENTS = 1 << 24
 #: overhead of one SDPA call per block (measured in docs/benchmarks.md).
 RELATIVE_QUERY_BLOCK = 512
 
+#: ``model.attention`` choices: ``auto`` picks among SDPA paths as above; ``flex`` sends
+#: relative biases at full passes to FlexAttention.
+KERNELS = ("auto", "flex")
+
 #: Up to this many mask elements (H × Tq × Tk; training lengths) the relative-bias path gathers
 #: one dense mask from its table instead of the strided view: measured faster with a backward
 #: pass, which the view's reversed keys slow down (docs/benchmarks.md).
@@ -56,6 +63,7 @@ def attend(
     k_positions: Tensor | None = None,
     dropout_p: float = 0.0,
     max_bias_elements: int = MAX_BIAS_ELEMENTS,
+    kernel: str = "auto",
 ) -> Tensor:
     """q (B, H, Tq, hd), k and v (B, H, Tk, hd) -> (B, H, Tq, hd).
 
@@ -78,6 +86,8 @@ def attend(
         and _contiguous(q_positions)
         and _contiguous(k_positions)
     ):
+        if kernel == "flex" and q.shape[2] == k.shape[2] and dropout_p == 0.0:
+            return _flex(q, k, v, causal=causal, pe=pe, scale=scale)
         return relative_bias_attention(
             q,
             k,
@@ -102,6 +112,21 @@ def attend(
         dropout_p=dropout_p,
         query_block=_block_rows(q, k, max_bias_elements),
     )
+
+
+def _flex(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, pe, scale: float) -> Tensor:
+    """A full pass through FlexAttention (``lengen.model.flex``), q, k, v (B, H, T, hd)."""
+    from lengen.model.flex import flex_relative_attention
+
+    if q.device.type == "cpu" and torch.is_grad_enabled() and q.requires_grad:
+        raise ValueError(
+            "model.attention=flex cannot train on CPU: FlexAttention has no backward pass "
+            "there; allowed on CPU: auto (flex serves evaluation only)"
+        )
+    length = q.shape[2]
+    table = _relative_table(pe, length, length, q.new_zeros(1, dtype=torch.long), False,
+                            torch.float32, q.device)  # fmt: skip
+    return flex_relative_attention(q, k, v, table, causal=causal, scale=scale)
 
 
 def _block_rows(q: Tensor, k: Tensor, max_elements: int) -> int:
@@ -320,6 +345,7 @@ class MultiHeadAttention(nn.Module):
         self.causal = causal
         self.cross = cross
         self.dropout = dropout
+        self.kernel = "auto"  # model.attention, set by the model for all its layers
         self.query = nn.Linear(d_model, d_model)
         self.key_value = nn.Linear(d_model, 2 * d_model)
         self.out = nn.Linear(d_model, d_model)
@@ -357,6 +383,7 @@ class MultiHeadAttention(nn.Module):
                 q_positions=positions,
                 k_positions=positions,
                 dropout_p=dropout_p,
+                kernel=self.kernel,
             )
         return self.out(y.transpose(1, 2).reshape(batch, length, d_model))  # (B, T, D)
 

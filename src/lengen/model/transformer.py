@@ -24,7 +24,7 @@ from collections.abc import Callable
 from torch import Tensor, nn
 
 from lengen.checks import positive_int
-from lengen.model.attention import MultiHeadAttention
+from lengen.model.attention import KERNELS, MultiHeadAttention
 from lengen.model.cache import DecodingCache, LayerCache
 from lengen.pe.base import PositionalEncoding
 
@@ -141,6 +141,7 @@ class _Transformer(nn.Module):
         d_ff: int = 512,
         dropout: float = 0.0,
         tie_embeddings: bool = False,
+        attention: str = "auto",
     ):
         super().__init__()
         for key, value in (
@@ -166,6 +167,21 @@ class _Transformer(nn.Module):
         )
         self.build_stacks(pe, sizes)
         self._init(tie_embeddings)
+        self._choose_kernel(attention, dropout)
+
+    def _choose_kernel(self, attention: str, dropout: float) -> None:
+        if attention not in KERNELS:
+            raise ValueError(
+                f"model.attention must be one of {', '.join(KERNELS)}; got {attention!r}"
+            )
+        if attention == "flex" and dropout > 0:
+            raise ValueError(
+                f"model.attention=flex takes no attention dropout, got model.dropout={dropout}; "
+                f"allowed: model.dropout=0.0, or model.attention=auto"
+            )
+        for module in self.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.kernel = attention
 
     def build_stacks(self, pe: PEFactory, sizes: dict) -> None:
         raise NotImplementedError

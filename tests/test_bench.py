@@ -1,0 +1,68 @@
+"""scripts/bench.py: the JSON the issue specifies, and target lines that can say MISSED."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from helpers import CONFIG_DIR
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench", CONFIG_DIR.parent / "scripts/bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_eval_rows_hold_time_memory_and_the_kernel(bench, tmp_path):
+    out = tmp_path / "bench.json"
+    bench.main(["--no-train", "--pes", "alibi,rope", "--lengths", "64,96", "--json", str(out)])
+    written = json.loads(out.read_text())
+    rows = written["eval"]
+    assert [(r["pe"], r["length"]) for r in rows] == [
+        ("alibi", 64), ("alibi", 96), ("rope", 64), ("rope", 96),
+    ]  # fmt: skip
+    for row in rows:
+        assert row["impl"] == "lengen" and row["attention"] == "auto"
+        assert row["seconds"] > 0 and row["peak_mem_mb"] >= 0
+    assert written["train_tokens_per_s"] == {}
+    assert written["machine"]["threads"] >= 1
+
+
+def test_training_rows_are_keyed_by_impl_and_pe(bench, tmp_path):
+    out = tmp_path / "bench.json"
+    arguments = ["--no-eval", "--pes", "rope", "--impls", "lengen,plain", "--steps", "2"]
+    bench.main([*arguments, "--warmup", "1", "--json", str(out)])
+    speeds = json.loads(out.read_text())["train_tokens_per_s"]
+    assert sorted(speeds) == ["lengen/rope", "plain/rope"]
+    assert all(value > 0 for value in speeds.values())
+
+
+def test_targets_name_misses_and_compare_flex_rows_with_rope(bench):
+    def row(pe, seconds, attention="auto"):
+        return {"pe": pe, "attention": attention, "length": 8192, "seconds": seconds,
+                "peak_mem_mb": 100.0}  # fmt: skip
+
+    results = {
+        "train_tokens_per_s": {
+            "lengen/alibi": 100.0,
+            "x-transformers/alibi": 95.0,
+            "plain/alibi": 100.0,
+        },  # fmt: skip
+        "eval": [row("rope", 1.0), row("alibi", 1.2), row("alibi", 4.0, "flex")],
+    }
+    lines = bench.targets(results, ["alibi", "rope"])
+    assert "train      alibi: lengen / x-transformers = 1.05 (>= 1.1) MISSED" in lines
+    assert "train      alibi: lengen / plain = 1.00 (>= 0.95) ok" in lines
+    assert "eval      alibi @8192: seconds / rope's = 1.20 (<= 1.5) ok" in lines
+    assert "eval alibi/flex @8192: seconds / rope's = 4.00 (<= 1.5) MISSED" in lines
+
+
+def test_flex_rows_only_for_relative_biases(bench):
+    assert bench.eval_lengen("rope", [64], "cpu", repeats=1, attention="flex") == []
