@@ -37,6 +37,7 @@ CASES = [
     ),
     ("data.task.n_symbols=1", "data.task.n_symbols must be an integer >= 2"),
     ("eval.lengths=[0]", "eval.lengths must hold positive integers"),
+    ("data=text data.num_workers=-1", "data.num_workers must be an integer >= 0, got -1"),
     ("data.len=5 eval.factors=[1.5]", "eval.factors: 1.5 × data.len 5 = 7.5 is not a whole"),
     ("eval.decoding=beam", "eval.decoding must be one of teacher_forced"),
     ("foo=1", "foo: no such key; allowed at the top level: data, eval"),

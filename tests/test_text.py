@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -221,6 +223,29 @@ def test_train_batch_is_a_pure_function_of_seed_and_step(tmp_path, corpus):
     assert not torch.equal(data.train_batch(8)["inputs"]["tokens"], a["inputs"]["tokens"])
 
 
+@pytest.mark.parametrize("start_step", [0, 5])
+def test_loader_workers_give_the_same_batches_in_the_same_order(tmp_path, corpus, start_step):
+    # data.num_workers: worker w builds steps start + w, start + w + n, …, and the loader
+    # interleaves them back into step order, also when a resumed run starts mid-stream
+    from lengen.lit import DataModule
+
+    train, valid = corpus
+    data = make(tmp_path, files={"train": str(train), "validation": str(valid)})
+
+    def first_batches(num_workers: int, count: int = 7) -> list[dict]:
+        module = DataModule(data, num_workers=num_workers)
+        module.trainer = SimpleNamespace(global_step=start_step, global_rank=0, world_size=1)
+        return list(itertools.islice(module.train_dataloader(), count))
+
+    expected = [data.train_batch(start_step + i) for i in range(7)]
+    for num_workers in (0, 2):
+        batches = first_batches(num_workers)
+        assert len(batches) == len(expected)
+        for got, want in zip(batches, expected, strict=True):
+            torch.testing.assert_close(got["inputs"]["tokens"], want["inputs"]["tokens"])
+            torch.testing.assert_close(got["targets"], want["targets"])
+
+
 def scored_targets(n_targets, length, stride):
     starts, first = window_plan(n_targets, length, stride)
     positions = np.arange(length)
@@ -390,6 +415,7 @@ def test_short_run_on_tinyshakespeare(tmp_path, shared_data, single_thread):
         "eval.max_tokens=2048",
         "pe=alibi",
         "logger=none",
+        "data.num_workers=2",
     )
     results = run(cfg, run_dir=tmp_path / "run")
     rows = results["eval"]

@@ -214,6 +214,8 @@ def validate_trainer(cfg: DictConfig) -> None:
     for key in ("enable_progress_bar", "enable_model_summary"):
         if key in cfg.trainer and cfg.trainer[key] not in (True, False):
             raise ConfigError(f"trainer.{key} must be true or false, got {cfg.trainer[key]!r}")
+    if "num_workers" in cfg.data:
+        _int(cfg, "data.num_workers", minimum=0)
     world = processes(cfg.trainer)
     batch_size = cfg.data.get("batch_size")
     if world and isinstance(batch_size, int) and batch_size % world:

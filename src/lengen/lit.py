@@ -13,13 +13,14 @@ the data of one device. Validation statistics are summed over ranks before they 
 
 from __future__ import annotations
 
+import itertools
 import math
 import signal
 from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from lengen.checkpoints import Preempted
 from lengen.checks import TrainingDiverged
@@ -165,7 +166,10 @@ def shard(batch: dict, rank: int, world_size: int) -> dict:
 
 
 class _Steps(IterableDataset):
-    """The endless stream of training batches, each a pure function of (seed, step)."""
+    """The endless stream of training batches, each a pure function of (seed, step).
+
+    With n loader workers, worker w builds steps start + w, start + w + n, …; the DataLoader
+    takes one batch from each worker in turn, so the stream is the same as without workers."""
 
     def __init__(self, data: TaskData, start_step: int = 0, rank: int = 0, world_size: int = 1):
         self.data = data
@@ -174,23 +178,33 @@ class _Steps(IterableDataset):
         self.world_size = world_size
 
     def __iter__(self):
-        for batch in self.data.train_batches(self.start_step):
+        worker = get_worker_info()
+        if worker is None:
+            batches = self.data.train_batches(self.start_step)
+        else:
+            steps = itertools.count(self.start_step + worker.id, worker.num_workers)
+            batches = map(self.data.train_batch, steps)
+        for batch in batches:
             yield shard(batch, self.rank, self.world_size)
 
 
 class DataModule(pl.LightningDataModule):
-    """Serves ``TaskData`` to Lightning: training stream, in-distribution validation."""
+    """Serves ``TaskData`` to Lightning: training stream, in-distribution validation.
 
-    def __init__(self, data: TaskData):
+    ``num_workers`` (``data.num_workers``) builds training batches in that many processes."""
+
+    def __init__(self, data: TaskData, num_workers: int = 0):
         super().__init__()
         self.data = data
+        self.num_workers = num_workers
 
     def train_dataloader(self):
         # A resumed run's step counter is restored before Lightning asks for the data, so the
         # stream starts at the first step not yet trained.
         trainer = self.trainer
         steps = _Steps(self.data, trainer.global_step, trainer.global_rank, trainer.world_size)
-        return DataLoader(steps, batch_size=None)
+        workers = {"num_workers": self.num_workers, "persistent_workers": self.num_workers > 0}
+        return DataLoader(steps, batch_size=None, **workers)
 
     def val_dataloader(self):
         return DataLoader(self.data.val_batches(), batch_size=None)

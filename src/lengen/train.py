@@ -19,8 +19,9 @@ def instantiate_named(node: DictConfig, **kwargs):
     from hydra.utils import instantiate
 
     # ``name`` names the choice; ``compile`` (model.compile) is applied by LitModel;
-    # ``checkpoint_every_n_steps`` (trainer) by the StepCheckpoint callback
-    ours = ("name", "compile", "checkpoint_every_n_steps")
+    # ``checkpoint_every_n_steps`` (trainer) by the StepCheckpoint callback; ``num_workers``
+    # (data) by the DataModule
+    ours = ("name", "compile", "checkpoint_every_n_steps", "num_workers")
     node = OmegaConf.masked_copy(node, [k for k in node if k not in ours])
     return instantiate(node, **kwargs)
 
@@ -212,7 +213,8 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
         continue_csv_log(logger, resumed[1])
     if logger:
         logger.log_hyperparams(config)
-    trainer.fit(lit, datamodule=DataModule(data), ckpt_path=resume_from)
+    datamodule = DataModule(data, num_workers=cfg.data.get("num_workers", 0))
+    trainer.fit(lit, datamodule=datamodule, ckpt_path=resume_from)
     save_checkpoint(trainer, checkpoint_dir / "last.ckpt")
     if not trainer.is_global_zero:
         return {}  # rank 0 evaluates and writes
