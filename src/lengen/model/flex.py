@@ -13,8 +13,9 @@ backward pass on CPU, and compiled it ran ALiBi slower than the relative SDPA pa
 equality with the other paths; on GPU it serves training and evaluation, untimed by this project
 (no GPU was available to the work that wrote it).
 
-One compile per new shape at first; from the second length on, dynamo compiles for dynamic
-lengths (measured on CPU: 3–9 s for the first two lengths, then no recompiles).
+The first two lengths compile (3–9 s each on this project's CPU); the second compile makes the
+length dynamic, after which new lengths reuse it (bench warm-ups at 8,192 and 16,384 were within
+0.5 s of a timed pass).
 """
 
 from __future__ import annotations
