@@ -13,6 +13,10 @@ backward pass on CPU, and compiled it ran ALiBi slower than the relative SDPA pa
 equality with the other paths; on GPU it serves training and evaluation, untimed by this project
 (no GPU was available to the work that wrote it).
 
+Learned tables (T5, KERPLE, learnable ALiBi slopes) get their gradient from inductor's
+FlexAttention backward, which scatters it with atomic adds on GPU (PyTorch PR #137452, torch
+≥ 2.6): the gradient is not bit-for-bit deterministic there, unlike the SDPA paths.
+
 The first two lengths compile (3–9 s each on this project's CPU); the second compile makes the
 length dynamic, after which new lengths reuse it (bench warm-ups at 8,192 and 16,384 were within
 0.5 s of a timed pass).
