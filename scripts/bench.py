@@ -17,6 +17,7 @@ Throughput = tokens per step / the lower quartile of the step times after the wa
 show the implementation; the median is kept in the JSON as ``train_step_ms_median``). Evaluation: the lengen model, batch 1,
 ``no_grad``, one forward pass at each length: seconds and peak memory growth
 (``lengen.measure``). The ratios behind the issue's targets are printed at the end.
+``--mfu`` adds the model FLOPs utilisation of a ~100M-parameter lengen model (bf16 on GPU).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ PEER_PES = set(FIRST_SLICE)  # the plain loop and x-transformers implement these
 
 
 # -- lengen -----------------------------------------------------------------------------------
-def lengen_pe(name: str, max_positions: int):
+def lengen_pe(name: str, max_positions: int, train_positions: int | None = None):
     from lengen import pe
 
     classes = {
@@ -59,33 +60,39 @@ def lengen_pe(name: str, max_positions: int):
     }
     if name not in classes:
         raise SystemExit(f"--pes: unknown encoding {name!r}; allowed: {', '.join(classes)}")
-    return partial(classes[name], train_positions=SIZES["seq"], max_positions=max_positions)
+    train_positions = train_positions or SIZES["seq"]
+    return partial(classes[name], train_positions=train_positions, max_positions=max_positions)
 
 
-def lengen_model(name: str, max_positions: int, attention: str = "auto") -> nn.Module:
+def lengen_model(
+    name: str, max_positions: int, attention: str = "auto", sizes: dict | None = None
+) -> nn.Module:
     from lengen.model import DecoderOnly
 
+    sizes = sizes or SIZES
     return DecoderOnly(
         attention=attention,
-        pe=lengen_pe(name, max_positions),
-        vocab_size=SIZES["vocab"],
-        d_model=SIZES["d_model"],
-        n_layers=SIZES["n_layers"],
-        n_heads=SIZES["n_heads"],
-        d_ff=SIZES["d_ff"],
+        pe=lengen_pe(name, max_positions, sizes["seq"]),
+        vocab_size=sizes["vocab"],
+        d_model=sizes["d_model"],
+        n_layers=sizes["n_layers"],
+        n_heads=sizes["n_heads"],
+        d_ff=sizes["d_ff"],
     )
 
 
 class RandomTokens:
     """A data source for ``lengen.lit.DataModule``: random LM batches, a function of the step."""
 
+    def __init__(self, sizes: dict | None = None):
+        self.sizes = sizes or SIZES
+
     def train_batches(self, start_step: int = 0):
         step = start_step
+        vocab, batch, seq = self.sizes["vocab"], self.sizes["batch"], self.sizes["seq"]
         while True:
             generator = torch.Generator().manual_seed(step)
-            tokens = torch.randint(
-                0, SIZES["vocab"], (SIZES["batch"], SIZES["seq"] + 1), generator=generator
-            )
+            tokens = torch.randint(0, vocab, (batch, seq + 1), generator=generator)
             yield {"inputs": {"tokens": tokens[:, :-1]}, "targets": tokens[:, 1:]}
             step += 1
 
@@ -93,7 +100,9 @@ class RandomTokens:
         return []
 
 
-def train_lengen(name: str, warmup: int, steps: int) -> list[float]:
+def train_lengen(
+    name: str, warmup: int, steps: int, sizes: dict | None = None, precision: str = "32-true"
+) -> list[float]:
     """Per-step seconds of ``steps`` steps after ``warmup``, through the Lightning Trainer."""
     import pytorch_lightning as pl
 
@@ -118,7 +127,7 @@ def train_lengen(name: str, warmup: int, steps: int) -> list[float]:
 
     torch.manual_seed(0)
     lit = LitModel(
-        lengen_model(name, SIZES["seq"]),
+        lengen_model(name, (sizes or SIZES)["seq"], sizes=sizes),
         {"lr": 1e-3, "weight_decay": 0.1, "warmup_steps": 10},
         max_steps=warmup + steps,
     )
@@ -133,10 +142,87 @@ def train_lengen(name: str, warmup: int, steps: int) -> list[float]:
         limit_val_batches=0,
         num_sanity_val_steps=0,
         gradient_clip_val=1.0,
+        precision=precision,
         callbacks=[StepTimer()],
     )
-    trainer.fit(lit, datamodule=DataModule(RandomTokens()))
+    trainer.fit(lit, datamodule=DataModule(RandomTokens(sizes)))
     return times[-steps:]
+
+
+# -- model FLOPs utilisation ------------------------------------------------------------------
+#: ~100M parameters (85M in the blocks, 2 × 6.3M embedding and head): GPT-2 small's shape
+MFU_SIZES = dict(vocab=8192, d_model=768, n_layers=12, n_heads=12, d_ff=3072, seq=1024, batch=8)
+
+#: Dense bf16 tensor-core peaks from the vendors' data sheets (no sparsity), by device name.
+SPEC_PEAK_BF16 = {
+    "H100 80GB HBM3": 989.4e12,  # SXM
+    "H100 PCIe": 756.5e12,
+    "H100 NVL": 835.5e12,
+    "H200 NVL": 835.5e12,
+    "H200": 989.4e12,
+    "A100": 312e12,
+}
+
+
+def training_flops_per_token(sizes: dict) -> float:
+    """Model FLOPs of one training token (PaLM, Chowdhery et al. 2022, appendix B):
+    6N + 12·L·d·T, with N the weights of the matmuls (q, k, v, output and MLP projections and
+    the output head; not embeddings, norms or biases) and 12·L·d·T the attention scores and
+    their weighted sum over T keys, forward and backward, counted without the causal saving."""
+    d, layers, ff = sizes["d_model"], sizes["n_layers"], sizes["d_ff"]
+    matmul_weights = layers * (4 * d * d + 2 * d * ff) + d * sizes["vocab"]
+    return 6 * matmul_weights + 12 * layers * d * sizes["seq"]
+
+
+def matmul_peak(device: torch.device, dtype: torch.dtype) -> float:
+    """FLOP/s of a large square matmul here: the achievable peak (best of five)."""
+    n = 8192 if device.type == "cuda" else 1024
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    best = float("inf")
+    for _ in range(6):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - started)
+    return 2 * n**3 / best
+
+
+def spec_peak(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    # the longest matching key: "H200 NVL" before "H200"
+    matches = [key for key in SPEC_PEAK_BF16 if key in name]
+    return SPEC_PEAK_BF16[max(matches, key=len)] if matches else None
+
+
+def measure_mfu(
+    name: str, device: torch.device, warmup: int, steps: int, sizes: dict = MFU_SIZES
+) -> dict:
+    """Training throughput of the lengen model of ``sizes`` (bf16-mixed on GPU, fp32 on CPU)
+    as model FLOPs utilisation against the data-sheet peak and a measured matmul peak."""
+    precision = "bf16-mixed" if device.type == "cuda" else "32-true"
+    step = lower_quartile(train_lengen(name, warmup, steps, sizes, precision))
+    tokens_per_s = sizes["batch"] * sizes["seq"] / step
+    achieved = tokens_per_s * training_flops_per_token(sizes)
+    matmul = matmul_peak(device, torch.bfloat16 if device.type == "cuda" else torch.float32)
+    spec = spec_peak(device)
+    n_params = sum(p.numel() for p in lengen_model(name, sizes["seq"], sizes=sizes).parameters())
+    return {
+        "pe": name,
+        "sizes": sizes,
+        "parameters": n_params,
+        "precision": precision,
+        "tokens_per_s": round(tokens_per_s, 1),
+        "model_tflops_per_s": round(achieved / 1e12, 3),
+        "matmul_peak_tflops_per_s": round(matmul / 1e12, 3),
+        "mfu_vs_matmul_peak": round(achieved / matmul, 4),
+        "spec_peak_tflops_per_s": None if spec is None else spec / 1e12,
+        "mfu": None if spec is None else round(achieved / spec, 4),
+    }
 
 
 # -- the hand-written loop --------------------------------------------------------------------
@@ -382,6 +468,11 @@ def main(argv: list[str] | None = None) -> dict:
         default="auto",
         help="comma-separated model.attention kernels for the eval rows (auto, flex)",
     )
+    parser.add_argument(
+        "--mfu",
+        action="store_true",
+        help="also train a ~100M model (bf16 on GPU) and report its model FLOPs utilisation",
+    )
     parser.add_argument("--no-train", action="store_true")
     parser.add_argument("--no-eval", action="store_true")
     args = parser.parse_args(argv)
@@ -454,6 +545,16 @@ def main(argv: list[str] | None = None) -> dict:
         for kernel in kernels:
             repeats = 1 if args.quick else 2
             results["eval"].extend(eval_lengen(name, lengths, device, repeats, kernel))
+    if args.mfu:
+        row = measure_mfu("rope", device, args.warmup, steps)
+        results["mfu"] = row
+        print(
+            f"  mfu  rope, {row['parameters'] / 1e6:.0f}M parameters, {row['precision']}: "
+            f"{row['tokens_per_s']:.0f} tok/s, {row['model_tflops_per_s']:.2f} TFLOP/s = "
+            f"{row['mfu_vs_matmul_peak']:.1%} of a measured matmul peak"
+            + ("" if row["mfu"] is None else f", MFU {row['mfu']:.1%} of the data sheet"),
+            flush=True,
+        )
     results["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     results["targets"] = targets(results, pes)
     print("\n".join(["targets:", *results["targets"]]))

@@ -6,6 +6,7 @@ import importlib.util
 import json
 
 import pytest
+import torch
 
 from helpers import CONFIG_DIR
 
@@ -66,3 +67,35 @@ def test_targets_name_misses_and_compare_flex_rows_with_rope(bench):
 
 def test_flex_rows_only_for_relative_biases(bench):
     assert bench.eval_lengen("rope", [64], "cpu", repeats=1, attention="flex") == []
+
+
+TINY = dict(vocab=32, d_model=16, n_layers=2, n_heads=2, d_ff=48, seq=12, batch=2)
+
+
+def test_flops_per_token_counts_every_matmul_weight_of_the_model(bench):
+    # 6N + 12·L·d·T with N read off the built model: every Linear weight, nothing else
+    model = bench.lengen_model("rope", TINY["seq"], sizes=TINY)
+    weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    attention = 12 * TINY["n_layers"] * TINY["d_model"] * TINY["seq"]
+    assert bench.training_flops_per_token(TINY) == 6 * weights + attention
+
+
+def test_mfu_sizes_are_about_100m_parameters(bench):
+    model = bench.lengen_model("rope", 16, sizes=bench.MFU_SIZES)
+    assert 90e6 < sum(p.numel() for p in model.parameters()) < 110e6
+
+
+def test_mfu_row_on_cpu_has_no_data_sheet_peak(bench):
+    row = bench.measure_mfu("rope", torch.device("cpu"), warmup=1, steps=2, sizes=TINY)
+    assert row["precision"] == "32-true" and row["mfu"] is None
+    assert row["tokens_per_s"] > 0 and row["mfu_vs_matmul_peak"] > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "peak"),
+    [("NVIDIA H100 80GB HBM3", 989.4e12), ("NVIDIA H200 NVL", 835.5e12), ("NVIDIA H200", 989.4e12),
+     ("NVIDIA A100-SXM4-80GB", 312e12), ("NVIDIA GeForce RTX 4090", None)],
+)  # fmt: skip
+def test_data_sheet_peak_by_device_name(bench, monkeypatch, name, peak):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+    assert bench.spec_peak(torch.device("cuda")) == peak
