@@ -282,9 +282,10 @@ def rotate_pairs(
             cos, sin = cos * magnitude, sin * magnitude
         xf = x.to(torch.float32)
         head = xf[..., :rotated_dim]
-        if layout == "interleaved" and not torch.compiler.is_compiling():
+        complex_ok = x.device.type in ("cpu", "cuda")  # complex kernels are patchy elsewhere
+        if layout == "interleaved" and complex_ok and not torch.compiler.is_compiling():
             # pair (2i, 2i+1) as one complex number times e^(i·angle): one kernel instead of
-            # strided slices + stack + flatten, 4x faster forward + backward on CPU
+            # strided slices + stack + flatten, 2.3x faster forward + backward on CPU
             # (docs/benchmarks.md); inductor generates no complex code, so compiled models
             # take the real formula below, which it fuses
             pairs = head.reshape(*head.shape[:-1], -1, 2)  # (..., seq, r/2, 2)
