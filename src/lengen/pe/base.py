@@ -6,8 +6,9 @@ Three families of positional schemes, one hook each (the x-transformers taxonomy
 * ``rotate(q, k, q_positions, k_positions)``: applied to queries and keys per head (RoPE);
 * ``score_bias(heads, q_positions, k_positions)``: an additive attention-logit bias given
   per (head, query position, key position). Written elementwise on broadcastable tensors, it
-  serves both to build a dense bias block (``attention_bias``) and, later, as a FlexAttention
-  ``score_mod``.
+  serves both to build a dense bias block (``attention_bias``) and, for biases of q − k only,
+  the per-offset table (``relative_bias_table``) that the relative SDPA path and
+  FlexAttention's ``score_mod`` read (``model.attention=flex``).
 
 A fourth hook, ``contextual_logits(q, logits)``, serves encodings whose positions are computed
 from the attention logits themselves (CoPE); the attention layer then computes its softmax

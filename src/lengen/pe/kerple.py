@@ -11,8 +11,9 @@ Positivity as in the authors' code (github.com/chijames/KERPLE, ``ParallelKerple
 ``ParallelKerplePower``): the raw parameters are projected in place, before every use, onto
 r ≥ 0.01 (and r2 ≤ 2 for ``power``), i.e. projected gradient descent: the optimiser updates the
 parameter freely and the next forward clips it back, without changing its gradient. The
-projection writes ``.data`` (no autograd version bump), exactly like the authors' code; a future
-compiled FlexAttention ``score_mod`` would need it moved to an optimizer-step hook.
+projection writes ``.data`` (no autograd version bump), exactly like the authors' code. Under
+``model.attention=flex`` the bias table is still computed eagerly (the compiled ``score_mod``
+only reads it), so the projection stays outside compiled code.
 
 Initialisation as in the authors' code, uniform per head: ``log``: r1 ~ U(0, 2), r2 ~ U(0, 1);
 ``power``: r1 ~ U(0, 1), r2 ~ U(0, 2) (their ``bias_p`` is r1 for log and r2 for power).
