@@ -477,6 +477,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--no-eval", action="store_true")
     args = parser.parse_args(argv)
 
+    kernels = [k for k in args.attention.split(",") if k]
+    for kernel in kernels:
+        if kernel not in ("auto", "flex"):
+            raise SystemExit(f"--attention: unknown kernel {kernel!r}; allowed: auto, flex")
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -537,10 +541,6 @@ def main(argv: list[str] | None = None) -> dict:
                     record(f"x-transformers-flash{int(flash)}/{name}", rows[flash])
             fastest = min(rows.values(), key=lower_quartile)
             record(f"x-transformers/{name}", fastest)
-    kernels = [k for k in args.attention.split(",") if k]
-    for kernel in kernels:
-        if kernel not in ("auto", "flex"):
-            raise SystemExit(f"--attention: unknown kernel {kernel!r}; allowed: auto, flex")
     for name in [] if args.no_eval else pes:
         for kernel in kernels:
             repeats = 1 if args.quick else 2

@@ -285,8 +285,8 @@ def eager_flex(monkeypatch):
     monkeypatch.setattr(flex, "_compiled_flex", flex_attention)
 
 
-@pytest.mark.parametrize("length", [1, 5, 128, 200])
-def test_causal_block_mask_equals_flex_own_construction(length):
+@pytest.mark.parametrize("length", [1, 5, 128, 200, 384])
+def test_causal_block_mask_hides_exactly_the_future(length):
     from torch.nn.attention.flex_attention import create_block_mask
 
     from lengen.model.flex import causal_block_mask
@@ -295,6 +295,46 @@ def test_causal_block_mask_equals_flex_own_construction(length):
     reference = create_block_mask(lambda b, h, q, k: k <= q, None, None, length, length, "cpu")
     assert torch.equal(built.to_dense(), reference.to_dense())
     assert built.shape[-2:] == (length, length)
+
+
+@pytest.mark.parametrize("length", [1, 200, 384])
+def test_causal_block_mask_applies_the_mask_on_the_diagonal_blocks(length):
+    # a diagonal block marked "full" would skip the mask function there and leak the future,
+    # invisible to to_dense(): check the partial / full split itself
+    from lengen.model.flex import BLOCK, causal_block_mask
+
+    built = causal_block_mask(length, "cpu")
+    n_blocks = -(-length // BLOCK)
+    rows = torch.arange(n_blocks, dtype=torch.int32)
+    assert torch.equal(built.kv_num_blocks[0, 0], torch.ones(n_blocks, dtype=torch.int32))
+    assert torch.equal(built.kv_indices[0, 0, :, 0], rows)  # the partial block is the diagonal
+    assert torch.equal(built.full_kv_num_blocks[0, 0], rows)  # then all blocks left of it
+    for row in range(n_blocks):
+        assert built.full_kv_indices[0, 0, row, :row].tolist() == list(range(row))
+
+
+@pytest.mark.parametrize("length", [128, 384])
+def test_causal_block_mask_matches_torch_at_whole_blocks(length):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    from lengen.model.flex import causal_block_mask
+
+    built = causal_block_mask(length, "cpu")
+    reference = create_block_mask(lambda b, h, q, k: k <= q, None, None, length, length, "cpu")
+    for name in ("kv_num_blocks", "full_kv_num_blocks"):
+        assert torch.equal(getattr(built, name), getattr(reference, name)), name
+
+
+def test_a_block_mask_made_under_inference_mode_can_serve_training():
+    # Lightning validates under inference_mode; the cached mask is then reused by training,
+    # whose backward pass saves it
+    from lengen.model import flex
+
+    flex._BLOCK_MASKS.clear()
+    with torch.inference_mode():
+        flex.causal_block_mask(200, "cpu")
+    mask = flex.causal_block_mask(200, "cpu")
+    assert not any(t.is_inference() for t in mask.as_tuple() if isinstance(t, torch.Tensor))
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -333,11 +373,36 @@ def test_flex_is_asked_only_for_full_passes(monkeypatch, eager_flex):
     assert calls == [1]
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_flex_path_keeps_the_offset_between_query_and_key_positions(eager_flex):
+    # queries at 3 … 13 against keys at 0 … 10: the bias is that of δ = i − j + 3
+    pe = make_pe("alibi_asymmetric", causal=False)
+    q, k, v = qkv(11, 11)
+    q_positions, k_positions = torch.arange(3, 14), torch.arange(11)
+    with torch.no_grad():
+        out = attend(q, k, v, causal=False, pe=pe, q_positions=q_positions,
+                     k_positions=k_positions, kernel="flex")  # fmt: skip
+    expected = textbook(
+        q, k, v, causal=False, pe=pe, q_positions=q_positions, k_positions=k_positions
+    )
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_flex_option_leaves_encodings_without_a_relative_bias_alone():
+    from lengen.pe import RoPE
+
+    rope = DecoderOnly(pe=partial(RoPE), vocab_size=16, d_model=32, n_layers=1, n_heads=4,
+                       d_ff=64, attention="flex", dropout=0.1)  # fmt: skip
+    alibi = DecoderOnly(pe=RELATIVE["alibi"], vocab_size=16, d_model=32, n_layers=1, n_heads=4,
+                        d_ff=64, attention="flex")  # fmt: skip
+    assert not rope.uses_flex and alibi.uses_flex
+
+
 def test_flex_refuses_to_train_on_cpu(eager_flex):
     pe = make_pe("alibi", causal=True)
     q, k, v = (t.requires_grad_() for t in qkv(11, 11))
     positions = torch.arange(11)
-    with pytest.raises(ValueError, match="model.attention=flex cannot train on CPU"):
+    with pytest.raises(ValueError, match=r"model.attention=flex cannot run here \(training on cpu"):
         attend(q, k, v, causal=True, pe=pe, q_positions=positions, k_positions=positions,
                kernel="flex")  # fmt: skip
 

@@ -30,7 +30,7 @@ CASES = [
     ("model.dropout=1.5", "model.dropout must be a number in [0.0, 1.0)"),
     ("model.n_heads=3", "model.d_model must be divisible by model.n_heads"),
     ("model.attention=xformers", "model.attention must be one of auto, flex; got 'xformers'"),
-    ("pe=alibi model.attention=flex", "model.attention=flex cannot train on CPU"),
+    ("pe=alibi model.attention=flex", "model.attention=flex cannot train on cpu"),
     (
         "pe=alibi model.attention=flex model.dropout=0.1",
         "model.attention=flex takes no attention dropout",

@@ -28,6 +28,7 @@ from lengen.pe.rope import (
     p_rope_pairs,
     rope_inverse_frequencies,
     rotary_dimension,
+    rotate_pairs,
     yarn_ramp,
 )
 from lengen.pe.sinusoidal import Sinusoidal, sinusoidal_table
@@ -788,3 +789,13 @@ def test_compiled_rotation_formula_equals_the_eager_one(fraction, monkeypatch):
     assert asked  # the real formula ran
     for a, b in zip(eager, real, strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_rotation_accepts_a_tensor_at_an_odd_storage_offset():
+    # a contiguous slice starting at an odd float cannot be viewed as complex numbers in place
+    storage = torch.randn(1 + 3 * 5 * 8)
+    x = storage[1:].view(3, 5, 8)
+    assert x.is_contiguous() and x.storage_offset() == 1
+    angles = torch.randn(5, 4)
+    expected = rotate_pairs(x.clone(), angles)
+    torch.testing.assert_close(rotate_pairs(x, angles), expected, rtol=0, atol=0)

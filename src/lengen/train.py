@@ -204,10 +204,11 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
             f"data.batch_size={batch_size} is the global batch and must be divisible by the "
             f"{trainer.world_size} processes (trainer.devices × trainer.num_nodes)"
         )
-    if cfg.model.get("attention") == "flex" and trainer.strategy.root_device.type == "cpu":
+    device = trainer.strategy.root_device.type
+    if getattr(model, "uses_flex", False) and device != "cuda":
         raise ConfigError(
-            "model.attention=flex cannot train on CPU: FlexAttention has no backward pass "
-            "there; allowed on CPU: auto (flex serves eval.py re-evaluations on CPU)"
+            f"model.attention=flex cannot train on {device}: FlexAttention trains on CUDA only; "
+            f"allowed here: auto (on CPU, flex serves eval.py re-evaluations)"
         )
     if logger and resumed and rank_zero:
         continue_csv_log(logger, resumed[1])

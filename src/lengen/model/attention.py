@@ -87,7 +87,8 @@ def attend(
         and _contiguous(k_positions)
     ):
         if kernel == "flex" and q.shape[2] == k.shape[2] and dropout_p == 0.0:
-            return _flex(q, k, v, causal=causal, pe=pe, scale=scale)
+            offset = q_positions[:1] - k_positions[:1]
+            return _flex(q, k, v, causal=causal, pe=pe, position_offset=offset, scale=scale)
         return relative_bias_attention(
             q,
             k,
@@ -114,18 +115,22 @@ def attend(
     )
 
 
-def _flex(q: Tensor, k: Tensor, v: Tensor, *, causal: bool, pe, scale: float) -> Tensor:
-    """A full pass through FlexAttention (``lengen.model.flex``), q, k, v (B, H, T, hd)."""
+def _flex(
+    q: Tensor, k: Tensor, v: Tensor, *, causal: bool, pe, position_offset: Tensor, scale: float
+) -> Tensor:
+    """As many queries as keys through FlexAttention (``lengen.model.flex``), q, k, v
+    (B, H, T, hd); query i at ``position_offset`` + i relative to key i."""
     from lengen.model.flex import flex_relative_attention
 
-    if q.device.type == "cpu" and torch.is_grad_enabled() and q.requires_grad:
+    training = torch.is_grad_enabled() and q.requires_grad
+    if q.device.type != "cuda" and (training or q.device.type != "cpu"):
         raise ValueError(
-            "model.attention=flex cannot train on CPU: FlexAttention has no backward pass "
-            "there; allowed on CPU: auto (flex serves evaluation only)"
+            f"model.attention=flex cannot run here ({'training' if training else 'evaluating'} "
+            f"on {q.device.type}): FlexAttention trains on CUDA only and evaluates on CUDA or "
+            f"CPU; allowed here: auto"
         )
     length = q.shape[2]
-    table = _relative_table(pe, length, length, q.new_zeros(1, dtype=torch.long), False,
-                            torch.float32, q.device)  # fmt: skip
+    table = _relative_table(pe, length, length, position_offset, False, torch.float32, q.device)
     return flex_relative_attention(q, k, v, table, causal=causal, scale=scale)
 
 

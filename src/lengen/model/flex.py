@@ -52,29 +52,36 @@ def flex_attention_fn(compiled: bool = True):
 def causal_block_mask(length: int, device: torch.device | str):
     """The causal ``BlockMask`` of a full pass over ``length`` tokens (query i sees keys ≤ i),
     built from block counts: (n_blocks, n_blocks) indices, never (length, length)."""
-    from torch.nn.attention.flex_attention import BlockMask
-
     key = (length, str(device))
     if key not in _BLOCK_MASKS:
-        n_blocks = -(-length // BLOCK)
-        rows = torch.arange(n_blocks, device=device, dtype=torch.int32)
-        # every query block: its own (diagonal) block is partial, the ones before it are full
-        partial_count = torch.ones(1, 1, n_blocks, device=device, dtype=torch.int32)
-        partial_index = rows[None, None, :, None].expand(1, 1, n_blocks, n_blocks).contiguous()
-        full_count = rows[None, None].clone()  # (1, 1, n_blocks): blocks 0 … i − 1
-        full_index = rows.expand(n_blocks, n_blocks)[None, None].contiguous()
-        if len(_BLOCK_MASKS) >= MAX_CACHED_MASKS:
+        _BLOCK_MASKS[key] = _build_causal_block_mask(length, device)
+        if len(_BLOCK_MASKS) > MAX_CACHED_MASKS:
             _BLOCK_MASKS.pop(next(iter(_BLOCK_MASKS)))  # the oldest
-        _BLOCK_MASKS[key] = BlockMask.from_kv_blocks(
-            partial_count,
-            partial_index,
-            full_count,
-            full_index,
-            BLOCK_SIZE=BLOCK,
-            mask_mod=_sees_earlier_keys,
-            seq_lengths=(length, length),
-        )
     return _BLOCK_MASKS[key]
+
+
+# normal tensors even when first asked for under inference_mode (Lightning's validation): the
+# cached mask is reused by training, whose backward pass saves it
+@torch.inference_mode(False)
+def _build_causal_block_mask(length: int, device: torch.device | str):
+    from torch.nn.attention.flex_attention import BlockMask
+
+    n_blocks = -(-length // BLOCK)
+    rows = torch.arange(n_blocks, device=device, dtype=torch.int32)
+    # every query block: its own (diagonal) block is partial, the ones before it are full
+    partial_count = torch.ones(1, 1, n_blocks, device=device, dtype=torch.int32)
+    partial_index = rows[None, None, :, None].expand(1, 1, n_blocks, n_blocks).contiguous()
+    full_count = rows[None, None].clone()  # (1, 1, n_blocks): blocks 0 … i − 1
+    full_index = rows.expand(n_blocks, n_blocks)[None, None].contiguous()
+    return BlockMask.from_kv_blocks(
+        partial_count,
+        partial_index,
+        full_count,
+        full_index,
+        BLOCK_SIZE=BLOCK,
+        mask_mod=_sees_earlier_keys,
+        seq_lengths=(length, length),
+    )
 
 
 def _sees_earlier_keys(batch, head, q_index, kv_index):

@@ -174,7 +174,14 @@ class _Transformer(nn.Module):
             raise ValueError(
                 f"model.attention must be one of {', '.join(KERNELS)}; got {attention!r}"
             )
-        if attention == "flex" and dropout > 0:
+        relative = any(
+            pe.has_bias and not pe.has_contextual and pe.bias_is_relative
+            for pe in self.modules()
+            if isinstance(pe, PositionalEncoding)
+        )
+        # flex changes nothing for encodings without a relative bias: they keep SDPA
+        self.uses_flex = attention == "flex" and relative
+        if self.uses_flex and dropout > 0:
             raise ValueError(
                 f"model.attention=flex takes no attention dropout, got model.dropout={dropout}; "
                 f"allowed: model.dropout=0.0, or model.attention=auto"

@@ -291,7 +291,10 @@ def rotate_pairs(
             pairs = head.reshape(*head.shape[:-1], -1, 2)  # (..., seq, r/2, 2)
             # contiguous: view_as_complex needs whole complex numbers, and the kernel's
             # rounding would otherwise depend on the memory layout of q and k
-            pairs = torch.view_as_complex(pairs.contiguous())
+            pairs = pairs.contiguous()
+            if pairs.storage_offset() % 2:  # a complex number must start at an even float
+                pairs = pairs.clone()
+            pairs = torch.view_as_complex(pairs)
             turns = torch.complex(cos, sin)  # (..., seq, r/2)
             rotated = torch.view_as_real(pairs * turns).flatten(-2)  # (..., seq, r)
         elif layout == "interleaved":
