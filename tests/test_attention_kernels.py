@@ -337,13 +337,8 @@ def test_a_block_mask_made_under_inference_mode_can_serve_training():
     assert not any(t.is_inference() for t in mask.as_tuple() if isinstance(t, torch.Tensor))
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
-@pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("name", sorted(RELATIVE))
-def test_flex_path_matches_textbook_attention(eager_flex, name, causal):
-    pe = make_pe(name, causal)
-    q, k, v = qkv(11, 11)
-    q_positions, k_positions = positions_for(11, 11, start=3)
+def assert_flex_matches_textbook(pe, causal, q_positions, k_positions):
+    q, k, v = qkv(len(q_positions), len(k_positions))
     with torch.no_grad():
         out = attend(q, k, v, causal=causal, pe=pe, q_positions=q_positions,
                      k_positions=k_positions, kernel="flex")  # fmt: skip
@@ -351,6 +346,13 @@ def test_flex_path_matches_textbook_attention(eager_flex, name, causal):
         q, k, v, causal=causal, pe=pe, q_positions=q_positions, k_positions=k_positions
     )
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("name", sorted(RELATIVE))
+def test_flex_path_matches_textbook_attention(eager_flex, name, causal):
+    assert_flex_matches_textbook(make_pe(name, causal), causal, *positions_for(11, 11, start=3))
 
 
 def test_flex_is_asked_only_for_full_passes(monkeypatch, eager_flex):
@@ -377,15 +379,7 @@ def test_flex_is_asked_only_for_full_passes(monkeypatch, eager_flex):
 def test_flex_path_keeps_the_offset_between_query_and_key_positions(eager_flex):
     # queries at 3 … 13 against keys at 0 … 10: the bias is that of δ = i − j + 3
     pe = make_pe("alibi_asymmetric", causal=False)
-    q, k, v = qkv(11, 11)
-    q_positions, k_positions = torch.arange(3, 14), torch.arange(11)
-    with torch.no_grad():
-        out = attend(q, k, v, causal=False, pe=pe, q_positions=q_positions,
-                     k_positions=k_positions, kernel="flex")  # fmt: skip
-    expected = textbook(
-        q, k, v, causal=False, pe=pe, q_positions=q_positions, k_positions=k_positions
-    )
-    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    assert_flex_matches_textbook(pe, False, torch.arange(3, 14), torch.arange(11))
 
 
 def test_flex_option_leaves_encodings_without_a_relative_bias_alone():
