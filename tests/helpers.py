@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -27,3 +30,18 @@ def pe_supports(pe: str, model: str) -> bool:
 
     causal_only = get_class(compose_train(f"pe={pe}").pe._target_).causal_only
     return model == "decoder" or not causal_only
+
+
+def run_train(
+    *arguments: str, cwd: Path | None = None, timeout: int = 300, one_thread: bool = False
+) -> subprocess.CompletedProcess:
+    """``python train.py arguments…`` as a user runs it, output captured."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"} if one_thread else os.environ.copy()
+    return subprocess.run(
+        [sys.executable, str(CONFIG_DIR.parent / "train.py"), *arguments],
+        cwd=cwd or CONFIG_DIR.parent,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )

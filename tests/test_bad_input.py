@@ -6,15 +6,13 @@ on imports), then each is checked on its own."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from helpers import CONFIG_DIR
+from helpers import CONFIG_DIR, run_train
 
 ROOT = CONFIG_DIR.parent
 
@@ -59,14 +57,12 @@ CASES = [
 
 def train(arguments: str) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory() as folder:
-        return subprocess.run(
-            [sys.executable, str(ROOT / "train.py"), *arguments.split()]
-            + [f"hydra.run.dir={folder}/run", f"hydra.sweep.dir={folder}/sweep"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
+        return run_train(
+            *arguments.split(),
+            f"hydra.run.dir={folder}/run",
+            f"hydra.sweep.dir={folder}/sweep",
             timeout=120,
-            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            one_thread=True,
         )
 
 

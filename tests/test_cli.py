@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from helpers import CONFIG_DIR, yaml_choices
+from helpers import CONFIG_DIR, run_train, yaml_choices
 
 ROOT = CONFIG_DIR.parent
 
 
 def train(*arguments: str, cwd=ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *arguments],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=os.environ.copy(),
-    )
+    return run_train(*arguments, cwd=cwd)
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,11 @@ and results as one device. Starting the second process costs ~10 s, so this is o
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 
-from helpers import CONFIG_DIR, compose_train
+from helpers import CONFIG_DIR, compose_train, run_train
 from lengen.train import run
 
 ROOT = CONFIG_DIR.parent
@@ -18,14 +16,7 @@ SETTINGS = ["debug=fast", "data.len=4", "eval.factors=[1,2]", "logger=csv"]
 
 
 def train(*arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *arguments],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=400,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    return run_train(*arguments, timeout=400, one_thread=True)
 
 
 @pytest.fixture(scope="module")
