@@ -6,13 +6,17 @@ already there is overwritten. See ``lengen.reeval``.
 
 import sys
 
-from lengen.config import ConfigError
+from lengen.caches import use_lengen_caches
+from lengen.checks import ConfigError, EvaluationOutOfMemory
+
+use_lengen_caches()  # before anything imports matplotlib or torch (docs/scaling.md)
+
 
 if __name__ == "__main__":
     from lengen.reeval import evaluate_run
 
     try:
         evaluate_run(sys.argv[1:])
-    except ConfigError as error:
+    except (ConfigError, EvaluationOutOfMemory) as error:
         print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(2 if isinstance(error, ConfigError) else 5)

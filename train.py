@@ -8,25 +8,30 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from lengen.config import ConfigError, check_group_overrides
+from lengen.caches import use_lengen_caches
+from lengen.checks import ConfigError
+
+use_lengen_caches()  # before anything imports matplotlib or torch (docs/scaling.md)
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> str:
     from lengen.cli import train_main
 
-    train_main(cfg)
+    return train_main(cfg)
 
 
 if __name__ == "__main__":
-    from lengen.cli import already_finished, check_override_keys
+    from lengen.checks import install_preemption_handlers
 
-    try:  # unknown group choices and keys fail here, before Hydra composes anything
-        check_group_overrides(sys.argv[1:])
-        check_override_keys(sys.argv[1:])
+    install_preemption_handlers()  # from here to exit, SIGTERM/SIGUSR1 stop with a record
+    from lengen.cli import precheck
+
+    try:  # every refusal happens here, before Hydra creates or touches a run directory
+        status = precheck(sys.argv[1:])
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
-    if already_finished(sys.argv[1:]):  # resume=true on a finished run: not even Hydra's logs
-        sys.exit(0)
+    if status is not None:  # e.g. resume on a finished run: nothing to do, nothing touched
+        sys.exit(status)
     main()

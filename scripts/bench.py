@@ -106,8 +106,7 @@ def train_lengen(
     """Per-step seconds of ``steps`` steps after ``warmup``, through the Lightning Trainer."""
     import pytorch_lightning as pl
 
-    from lengen.lit import DataModule, LitModel
-    from lengen.train import quiet_known_noise
+    from lengen.lit import DataModule, LitModel, quiet_known_noise
 
     quiet_known_noise()
     times: list[float] = []

@@ -4,7 +4,7 @@
 
 A decoder-only copy model (untrained; the timing does not depend on the weights) of the default
 model config's size generates the n answer tokens of a batch of copy instances of length n:
-once with ``lengen.evaluate.greedy_generate`` (cache), once by recomputing the full forward pass
+once with ``lengen.evaluation.tasks.greedy_generate`` (cache), once by recomputing the full forward pass
 for every generated token (no cache). Both must generate the same tokens; the script checks it.
 """
 
@@ -18,7 +18,7 @@ import torch
 
 from lengen.data.datamodule import PAD, TaskData
 from lengen.data.tasks import Copy
-from lengen.evaluate import greedy_generate
+from lengen.evaluation.tasks import greedy_generate
 from lengen.model import DecoderOnly
 from lengen.pe import ALiBi, NoPE, RoPE
 

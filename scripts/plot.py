@@ -1,19 +1,113 @@
-"""Figures from a sweep folder, or of the positional encodings themselves.
+"""Figures from a sweep folder, of a run's attention, or of the positional encodings themselves.
 
-python scripts/plot.py <folder> [--metric accuracy] [--exclude-not-learned] [--tag TAG] [--out DIR]
+python scripts/plot.py <folder> [--metric exact_match] [--exclude-not-learned] [--tag TAG] [--out DIR]
+python scripts/plot.py attention <run dir> --length L [--samples 16] [--out DIR]
 python scripts/plot.py pe-analysis [--pe all|sinusoidal|rope] [--length 128] [--dim 64] --out DIR
 
 The first writes extrapolation_<metric>_<task>_<model>_len<L>.{png,pdf} (mean ± 95% CI over
-seeds per PE) and heatmap_<metric>.{png,pdf} into the folder; the second the PE-matrix,
-waveform, similarity and RoPE-score figures and prints the PE(p+k) = T(k)·PE(p) check.
+seeds per PE) and heatmap_<metric>.{png,pdf} into the folder; the second the attention maps and
+mean attention distance of a run's checkpoint at one length; the third the PE-matrix, waveform,
+similarity and RoPE-score figures and prints the PE(p+k) = T(k)·PE(p) check.
 See docs/analysis.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+from pathlib import Path
 
-from lengen.plots import main
+from lengen.caches import use_lengen_caches
+from lengen.plots import plot_pe_analysis, plot_sweep
+
+use_lengen_caches()  # lengen imports matplotlib lazily: this runs before it (docs/scaling.md)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``plot.py <folder> [...]`` (sweep figures) or ``plot.py pe-analysis [...]``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "attention":
+        return _attention_main(argv[1:])
+    if argv and argv[0] == "pe-analysis":
+        parser = argparse.ArgumentParser(
+            prog="plot.py pe-analysis", description="Figures of the PE math (docs/analysis.md)."
+        )
+        parser.add_argument("--pe", default="all", choices=["all", "sinusoidal", "rope"])
+        parser.add_argument("--length", type=int, default=128, help="positions (default 128)")
+        parser.add_argument("--dim", type=int, default=64, help="model / head dim (default 64)")
+        parser.add_argument("--base", type=float, default=10000.0)
+        parser.add_argument("--out", type=Path, required=True, help="folder for the figures")
+        args = parser.parse_args(argv[1:])
+        try:
+            report = plot_pe_analysis(args.out, args.pe, args.length, args.dim, args.base)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        if "shift_rotation_error" in report:
+            print(
+                f"PE(p+k) = T(k)·PE(p), sinusoidal table {args.length}×{args.dim}: max error "
+                f"{report['shift_rotation_error']:.2e} (fp32 rounding of the largest angle: "
+                f"~{args.length * 2**-24:.1e}; control with sin/cos of pair 0 swapped: "
+                f"{report['corrupted_shift_rotation_error']:.2e})"
+            )
+        if "rope_relative_error" in report:
+            print(
+                "RoPE score depends on the offset only: max difference between query at 0 and "
+                f"at {args.length // 2 + 1}: {report['rope_relative_error']:.2e}"
+            )
+        print("\n".join(str(path) for path in report["paths"]))
+        return 0
+
+    from lengen.aggregate import add_selection_arguments, summary_from_arguments, warnings_for
+
+    parser = argparse.ArgumentParser(
+        prog="plot.py",
+        description="Figures of a sweep folder (metric vs length with 95%% CI bands, PE × task "
+        "heatmap), from the same aggregation as aggregate.py. Also: plot.py pe-analysis --help.",
+    )
+    parser.add_argument("folder", type=Path)
+    add_selection_arguments(parser)
+    parser.add_argument("--out", type=Path, default=None, help="default: the folder itself")
+    args = parser.parse_args(argv)
+    summary = summary_from_arguments(args)
+    if summary is None:
+        return 2
+    for line in warnings_for(summary):
+        print(f"warning: {line}", file=sys.stderr)
+    paths = plot_sweep(summary, args.out or args.folder)
+    if not paths:
+        print("warning: nothing to plot (no aggregated runs)", file=sys.stderr)
+    print("\n".join(str(path) for path in paths))
+    return 0
+
+
+def _attention_main(argv: list[str]) -> int:
+    """``plot.py attention <run dir> --length L``: maps and mean attention distance."""
+    from lengen.config import ConfigError
+
+    parser = argparse.ArgumentParser(
+        prog="plot.py attention",
+        description="Attention maps and mean attention distance of a run's checkpoint at one "
+        "length (docs/analysis.md).",
+    )
+    parser.add_argument("run", type=Path, help="a run directory with checkpoints/last.ckpt")
+    parser.add_argument("--length", type=int, required=True, help="evaluation length")
+    parser.add_argument("--samples", type=int, default=16, help="held-out instances (16)")
+    parser.add_argument("--out", type=Path, default=None, help="default: the run directory")
+    args = parser.parse_args(argv)
+    from lengen.attention_maps import analyse_run
+
+    try:
+        report = analyse_run(args.run, args.length, args.out, args.samples)
+    except (ConfigError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"mean attention distance at length {args.length} (tokens; rows: layers, columns: heads)")
+    for name, row in zip(report["layers"], report["mean_attention_distance"], strict=True):
+        print(f"  layer {name:>10}: " + "  ".join(f"{d:7.2f}" for d in row))
+    print("\n".join(report["paths"]))
+    return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

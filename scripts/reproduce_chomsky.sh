@@ -11,5 +11,5 @@ sweep=${1:-results/multiruns/chomsky_small}
 "$python" train.py -m experiment=chomsky_small data=even_pairs,cycle_navigation,reverse \
     pe=sinusoidal,alibi,rope pe.randomized=false,true seed=0,1 \
     trainer.enable_progress_bar=false hydra.sweep.dir="$sweep" || true  # failures are listed below
-"$python" scripts/aggregate.py "$sweep"
-"$python" scripts/plot.py "$sweep"
+"$python" scripts/aggregate.py "$sweep" --metric exact_match
+"$python" scripts/plot.py "$sweep" --metric exact_match

@@ -10,5 +10,5 @@ sweep=${1:-results/multiruns/mcgill_small}
 "$python" train.py -m experiment=mcgill_small data=copy,reverse,addition \
     pe=nope,t5,alibi,rope,sinusoidal seed=0,1 \
     trainer.enable_progress_bar=false hydra.sweep.dir="$sweep" || true  # failures are listed below
-"$python" scripts/aggregate.py "$sweep"
-"$python" scripts/plot.py "$sweep"
+"$python" scripts/aggregate.py "$sweep" --metric exact_match
+"$python" scripts/plot.py "$sweep" --metric exact_match

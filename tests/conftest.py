@@ -21,6 +21,8 @@ for variable, value in {
     "WANDB_CACHE_DIR": os.path.join(_CACHE, "wandb-cache"),
     "WANDB_CONFIG_DIR": os.path.join(_CACHE, "wandb-config"),
     "TORCHINDUCTOR_CACHE_DIR": os.path.join(_CACHE, "inductor"),
+    "LENGEN_CACHE_DIR": os.path.join(_CACHE, "lengen"),
+    "MPLCONFIGDIR": os.path.join(_CACHE, "matplotlib"),
     "MPLBACKEND": "Agg",
 }.items():
     os.environ[variable] = value
@@ -47,3 +49,14 @@ def single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def corpus(tmp_path) -> tuple[Path, Path]:
+    """train.txt / valid.txt of short lines (non-ASCII included), no blank lines."""
+    from helpers import corpus_lines
+
+    train, valid = tmp_path / "train.txt", tmp_path / "valid.txt"
+    train.write_text("".join(line + "\n" for line in corpus_lines(300, 0)), encoding="utf-8")
+    valid.write_text("".join(line + "\n" for line in corpus_lines(60, 1)), encoding="utf-8")
+    return train, valid

@@ -45,3 +45,160 @@ def run_train(
         timeout=timeout,
         env=env,
     )
+
+
+def load_script(name: str):
+    """scripts/<name>.py as a module (scripts are not a package)."""
+    import importlib.util
+
+    path = CONFIG_DIR.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"scripts_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pe_factory(name: str, train_positions: int = 16, max_positions: int = 64, **options):
+    """configs/pe/<name>.yaml with ``options`` over its keys, as the partial ``build`` makes
+    of it: the model supplies d_model, n_heads and causal.
+
+    The pe yamls are plain nodes (no defaults list, no interpolation), so the file is read
+    directly: composing the whole train config costs ~0.3 s a yaml (test_configs composes
+    every one)."""
+    import functools
+
+    from omegaconf import OmegaConf
+
+    from lengen.build import instantiate_named
+
+    node = OmegaConf.merge(OmegaConf.load(CONFIG_DIR / "pe" / f"{name}.yaml"), options)
+    return functools.partial(
+        instantiate_named(node), train_positions=train_positions, max_positions=max_positions
+    )
+
+
+def relative_bias_yamls() -> list[str]:
+    """The pe yamls whose encoding, as built, has a score bias of q − k only (``has_bias``,
+    ``bias_is_relative``, no contextual term): those attention serves from one table per
+    offset."""
+    names = []
+    for name in yaml_choices("pe"):
+        pe = pe_factory(name)(d_model=32, n_heads=4, causal=True)
+        if pe.has_bias and pe.bias_is_relative and not pe.has_contextual:
+            names.append(name)
+    return names
+
+
+def textbook_attention(q, k, v, *, causal: bool, bias=None):
+    """softmax(q·kᵀ/√d + bias + causal mask) v in float64, returned as float32: the one
+    reference the attention kernels are checked against.
+
+    q (B, H, Tq, D) are the last Tq of the Tk keys k, v (B, H, Tk, D): the causal mask is by
+    index. bias: (H, Tq, Tk), or None."""
+    import math
+
+    import torch
+
+    q, k, v = q.double(), k.double(), v.double()
+    q_len, k_len = q.shape[2], k.shape[2]
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, H, Tq, Tk)
+    if bias is not None:
+        scores = scores + bias.double()
+    if causal:
+        query_index = torch.arange(q_len)[:, None] + (k_len - q_len)
+        scores = scores.masked_fill(torch.arange(k_len)[None, :] > query_index, float("-inf"))
+    return (scores.softmax(-1) @ v).float()
+
+
+def sharpen(model, seed: int = 0):
+    """The model in eval mode with unit-gain linear weights (std fan_in^-1/2) and random values
+    for parameters that start at zero (CoPE's embeddings), so every hook shows in the logits."""
+    import torch
+    from torch import nn
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Linear):
+                std = module.in_features**-0.5
+                module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * std)
+        for parameter in model.parameters():
+            if not parameter.any():
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
+    return model.eval()
+
+
+def load_task(name: str):
+    """The task of configs/data/<name>.yaml."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    return instantiate(OmegaConf.load(CONFIG_DIR / "data" / f"{name}.yaml").task)
+
+
+def task_data(name: str, **overrides):
+    """TaskData as configs/data/<name>.yaml builds it (without Hydra's exception wrapping),
+    with overrides."""
+    from omegaconf import OmegaConf
+
+    from lengen.data.datamodule import TaskData
+
+    node = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "data" / f"{name}.yaml"))
+    settings = {k: v for k, v in node.items() if k not in ("_target_", "name", "task")}
+    return TaskData(task=load_task(name), **{**settings, **overrides})
+
+
+#: words of the tiny text corpora (non-ASCII included: multi-byte characters, an emoji)
+WORDS = ["the", "cat", "sat", "on", "a", "mat,", "and", "then", "—", "naïve", "café", "owners",
+         "said", "😀", "hello", "to", "everyone"]  # fmt: skip
+
+
+def corpus_lines(n: int, seed: int) -> list[str]:
+    """n lines of 3–12 random WORDS, the same for the same seed."""
+    import random
+
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12))) for _ in range(n)]
+
+
+def text_data(tmp_path, **options):
+    """TextData (windows of 16, a BPE of 300 tokens, batches of 4 unless told) cached under
+    tmp_path."""
+    from lengen.data.text import TextData
+
+    options = {"len": 16, "tokenizer": "bpe", "vocab_size": 300, "batch_size": 4, **options}
+    return TextData(cache_dir=str(tmp_path / "cache"), progress=False, **options)
+
+
+def assert_png(path: Path) -> None:
+    """A PNG file with something drawn in it (over 10 kB)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
+    assert len(data) > 10_000, f"{path}: only {len(data)} bytes"
+
+
+def assert_pdf(path: Path) -> None:
+    """A complete PDF file with something drawn in it (over 2 kB)."""
+    data = path.read_bytes()
+    assert data[:5] == b"%PDF-" and b"%%EOF" in data[-64:], path
+    assert len(data) > 2_000, f"{path}: only {len(data)} bytes"
+
+
+#: the size of the tiny models the decoding and evaluation tests build from the yamls
+TINY = ("model.d_model=16", "model.n_layers=2", "model.n_heads=2", "model.d_ff=32")
+
+
+def tiny_model(pe: str, model: str, *overrides: str, train_len: int = 4, length: int = 10):
+    """A tiny, sharpened model built from the yamls as a run builds it (trained on lengths up
+    to ``train_len``, sized for evaluation at ``length``)."""
+    from lengen.build import build
+
+    cfg = compose_train(
+        f"pe={pe}",
+        f"model={model}",
+        f"data.len={train_len}",
+        f"eval.lengths=[{length}]",
+        *TINY,
+        *overrides,
+    )
+    return sharpen(build(cfg)[1])

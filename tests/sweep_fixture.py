@@ -35,11 +35,14 @@ def write_run(
     finished: bool = True,
     results_file: str = "results.json",
     extra: dict | None = None,
+    row_fields: dict[int, dict] | None = None,
 ) -> Path:
     """A run directory: config.yaml always, results.json when ``finished``.
 
     ``accuracy``: {length: per-token accuracy}; ``ppl`` instead gives language-modelling rows
-    (accuracy and exact match null). ``overrides``: {"model.d_model": 64, …} on the config."""
+    (accuracy and exact match null). ``overrides``: {"model.d_model": 64, …} on the config.
+    ``extra``: top-level results keys (``criterion``, …); ``row_fields``: {length: {field:
+    value}} added to that length's row (``baseline_accuracy``, ``accuracy_draw_std``, …)."""
     config = copy.deepcopy(BASE_CONFIG)
     config["seed"] = seed
     config["pe"]["name"] = pe
@@ -69,6 +72,7 @@ def write_run(
             "exact_match": value / 2 if accuracy is not None else None,
             "ppl": value if ppl is not None else None,
             "chance_accuracy": 0.0625 if accuracy is not None else None,
+            **(row_fields or {}).get(length, {}),
         }
         for length, value in sorted(values.items())
     ]

@@ -16,7 +16,8 @@ from lengen.attention_maps import (
     record_attention,
     recording_attention,
 )
-from lengen.train import build, run
+from lengen.build import build
+from lengen.train import run
 
 PES = yaml_choices("pe")
 
@@ -85,7 +86,9 @@ def test_analyse_run_writes_maps_and_distances(tmp_path, single_thread):
 
 
 def test_attention_command_refuses_a_directory_without_a_run(tmp_path, capsys):
-    from lengen.plots import main
+    from helpers import load_script
+
+    main = load_script("plot").main
 
     assert main(["attention", str(tmp_path), "--length", "8"]) == 2
     assert capsys.readouterr().err.startswith("error: run=")

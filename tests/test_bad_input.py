@@ -44,7 +44,7 @@ CASES = [
     ("pe=xpos model=encoder", "pe: XPos is defined for causal attention only; allowed:"),
     ("pe=learned pe.policy=error", "pe.policy=error: evaluation needs 257 positions"),
     ("pe.randomized=true", "pe.max_position must be an integer >= 257"),
-    ("resume=maybe", "resume must be true or false"),
+    ("resume=maybe", "resume must be true, false or auto"),
     ("resume=true", "resume=true: no checkpoint at"),
     ("trainer.strategy=fsdp", "trainer.strategy must be one of auto, ddp"),
     ("trainer.checkpoint_every_n_steps=0", "trainer.checkpoint_every_n_steps must be a positive"),

@@ -67,11 +67,12 @@ def test_eval_cli_rejects_missing_run(tmp_path):
 
 
 def test_a_failed_run_does_not_stop_the_sweep(tmp_path):
-    """xpos cannot serve an encoder; rope can. Both run, the failure is recorded and reported."""
+    """A learning rate of 1e30 diverges; 1e-3 does not. Both run, the failure is recorded and
+    reported, and the sweep's report counts what each job did."""
     result = train(
         "-m",
-        "pe=xpos,rope",
-        "model=encoder",
+        "optim.lr=1e-3,1e30",
+        "trainer.gradient_clip_val=null",
         "debug=fast",
         "data.len=4",
         "eval.factors=[1]",
@@ -79,19 +80,28 @@ def test_a_failed_run_does_not_stop_the_sweep(tmp_path):
         f"hydra.sweep.dir={tmp_path}",
     )
     assert result.returncode == 1
-    assert "1 of 2 runs failed" in result.stderr
-    (xpos_dir,) = tmp_path.glob("*_xpos_*")
-    (rope_dir,) = tmp_path.glob("*_rope_*")
-    failure = json.loads((xpos_dir / "failed.json").read_text())
-    assert failure["error"].startswith("pe: XPos") and "traceback" not in failure
-    assert (rope_dir / "results.json").is_file() and not (rope_dir / "failed.json").exists()
+    assert "sweep: 2 runs (1 trained, 1 failed)" in result.stdout
+    assert "1 of 2 runs refused or failed" in result.stderr
+    finished = [p for p in tmp_path.iterdir() if (p / "results.json").is_file()]
+    failed = [p for p in tmp_path.iterdir() if (p / "failed.json").is_file()]
+    assert len(finished) == len(failed) == 1
+    failure = json.loads((failed[0] / "failed.json").read_text())
+    assert failure["error"].startswith("training diverged") and "traceback" not in failure
     assert "Traceback" not in result.stderr
 
 
-def test_a_bad_value_in_a_single_run_leaves_a_failure_record(tmp_path):
-    result = train("pe=xpos", "model=encoder", f"hydra.run.dir={tmp_path}")
+def test_a_sweep_value_that_cannot_run_is_refused_before_any_run(tmp_path):
+    """xpos cannot serve an encoder: the whole sweep is refused before it starts."""
+    result = train("-m", "pe=rope,xpos", "model=encoder", f"hydra.sweep.dir={tmp_path}")
     assert result.returncode == 2
-    assert json.loads((tmp_path / "failed.json").read_text())["type"] == "ConfigError"
+    assert result.stderr.startswith("error: pe: XPos")
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_a_refused_single_run_leaves_nothing_behind(tmp_path):
+    result = train("pe=xpos", "model=encoder", f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode == 2
+    assert not (tmp_path / "run").exists()
 
 
 def test_divergence_is_one_line_and_exit_status_3(tmp_path):

@@ -8,15 +8,14 @@ import torch
 from omegaconf import DictConfig
 
 from helpers import CONFIG_DIR, compose_train, yaml_choices
+from lengen.build import build, instantiate_named, model_kind
 from lengen.config import (
-    TEXT_DATA_TARGET,
     ConfigError,
     check_group_overrides,
     eval_lengths,
     validate,
 )
 from lengen.pe.base import PositionalEncoding
-from lengen.train import build, instantiate_named, model_kind
 
 GROUPS = sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir() and p.name != "hydra")
 CHOICES = [(group, name) for group in GROUPS for name in yaml_choices(group)]
@@ -32,7 +31,7 @@ def compose_choice(group: str, name: str, tmp_path) -> DictConfig:
     need ../shared or the network), tokenised by bytes, cached under tmp_path, in windows of
     64 tokens (the GPU recipe's 512 make its forward pass slow on a CPU)."""
     cfg = compose_train(f"{group}={name}")
-    if cfg.data.get("_target_") != TEXT_DATA_TARGET:
+    if cfg.data.get("_target_") != "lengen.data.text.TextData":
         return cfg
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"line {i} of a tiny corpus for config tests\n" for i in range(800)))
@@ -43,6 +42,7 @@ def compose_choice(group: str, name: str, tmp_path) -> DictConfig:
         "data.files.validation=null",
         "data.tokenizer=byte",
         "data.len=64",
+        "eval.lengths=[64,128]",  # within the tiny corpus's validation split
         f"data.cache_dir={tmp_path / 'cache'}",
     )
 

@@ -1,15 +1,32 @@
-"""docs/config.md names every key a user can set: the default config's and every group
-choice's leaf keys (``_target_``, ``_partial_`` and the groups' ``name`` aside)."""
+"""The docs stay true to the configs: docs/config.md names every key a user can set (the default
+config's and every group choice's leaf keys, ``_target_``, ``_partial_`` and the groups' ``name``
+aside), its PE options are what scripts/gen_config_docs.py makes of the yaml comments, and every
+relative link in README.md and docs/*.md points at a file and heading that exist."""
 
 from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
 
 import pytest
 from omegaconf import DictConfig
 
 from helpers import CONFIG_DIR, compose_train, yaml_choices
 
-DOC = (CONFIG_DIR.parent / "docs" / "config.md").read_text()
+ROOT = CONFIG_DIR.parent
+DOC = (ROOT / "docs" / "config.md").read_text()
 INTERNAL = {"_target_", "_partial_", "name"}
+MARKDOWN = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+@pytest.fixture(scope="module")
+def gen():
+    path = ROOT / "scripts" / "gen_config_docs.py"
+    spec = importlib.util.spec_from_file_location("gen_config_docs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def leaf_keys(node: DictConfig, prefix: str = "") -> list[str]:
@@ -45,3 +62,72 @@ def test_every_default_key_is_documented():
 )
 def test_every_group_choice_key_is_documented(choice):
     assert undocumented(choice) == []
+
+
+def test_config_md_pe_options_are_generated_from_the_yamls(gen):
+    assert gen.updated(DOC, gen.render_block()) == DOC, (
+        "docs/config.md's PE options are out of date with configs/pe/*.yaml (or the pe: block "
+        f"of configs/train.yaml): run `{gen.COMMAND}` and commit docs/config.md"
+    )
+
+
+@pytest.mark.parametrize("pe", yaml_choices("pe"))
+def test_generated_pe_options_cover_every_key_of_the_yaml(gen, pe):
+    block = gen.render_block()
+    keys = leaf_keys(compose_train(f"pe={pe}", fast=False).pe, "pe.")
+    shared_row, own_row = "\n| `{key}` |", "| `{pe}` | `{key}` |"
+    missing = [
+        key
+        for key in keys
+        if shared_row.format(key=key) not in block and own_row.format(pe=pe, key=key) not in block
+    ]
+    assert missing == []
+
+
+@pytest.mark.parametrize("pe", yaml_choices("pe"))
+def test_every_pe_yaml_key_has_a_comment(gen, pe):
+    options = gen.checked_options((CONFIG_DIR / "pe" / f"{pe}.yaml").read_text(), pe)
+    assert all(option.comment for option in options)
+
+
+def test_generator_refuses_a_key_without_a_comment(gen):
+    text = "# header, not a key's comment\n_target_: x.Y\nname: y\nscale: 1.0\n"
+    with pytest.raises(ValueError, match="key `scale` has no comment"):
+        gen.checked_options(text, "configs/pe/y.yaml")
+
+
+def test_generator_reads_inline_and_preceding_comments(gen):
+    text = "# header\n_target_: x.Y\nname: y\n# what it is:\n# two lines\nmode: a   # a | b\n"
+    (option,) = gen.checked_options(text, "configs/pe/y.yaml")
+    assert (option.key, option.default, option.comment) == (
+        "mode",
+        "a",
+        "what it is: two lines a | b",
+    )
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """GitHub's anchors: lower case, punctuation dropped, spaces to hyphens."""
+    anchors, in_code = set(), False
+    for line in path.read_text().splitlines():
+        in_code ^= line.startswith("```")
+        heading = re.match(r"#+ (.*)", line)
+        if heading and not in_code:
+            anchors.add(re.sub(r"[^\w\- ]", "", heading[1].strip().lower()).replace(" ", "-"))
+    return anchors
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=lambda path: path.name)
+def test_relative_links_resolve(page):
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+        if re.match(r"\w+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        destination = page.parent / path if path else page
+        if not destination.exists():
+            broken.append(target)
+            continue
+        if anchor and destination.suffix == ".md" and anchor not in heading_anchors(destination):
+            broken.append(target)
+    assert broken == [], f"{page.name}: links to missing files or headings"

@@ -156,7 +156,7 @@ def test_resume_refuses_a_config_that_trains_something_else(tmp_path):
     run_dir = tmp_path / "run"
     (run_dir / "checkpoints").mkdir(parents=True)
     (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"")
-    from lengen.train import save_config
+    from lengen.rundir import save_config
 
     save_config(compose_train(), run_dir / "config.yaml")
     cfg = compose_train("resume=true", "model.d_model=64", "eval.factors=[1]")
@@ -173,7 +173,7 @@ def test_a_fresh_run_refuses_a_directory_with_an_interrupted_run(tmp_path):
 
 
 def test_resume_refuses_a_corrupt_checkpoint(tmp_path):
-    from lengen.train import save_config
+    from lengen.rundir import save_config
 
     save_config(compose_train(), tmp_path / "config.yaml")
     (tmp_path / "checkpoints").mkdir()
@@ -196,7 +196,7 @@ def test_a_signal_before_validation_resumes_without_repeating_or_skipping_it(tmp
     validation that follows step 20, and the resumed run validates at 30 only, as the whole
     run does."""
     import lengen.lit
-    from lengen.checkpoints import Preempted
+    from lengen.checks import Preempted
 
     settings = [*RUN[1:5], "trainer.max_steps=30", "trainer.val_check_interval=10"]
     settings += ["trainer.log_every_n_steps=1", "trainer.checkpoint_every_n_steps=null"]
@@ -229,7 +229,7 @@ def test_a_signal_before_validation_resumes_without_repeating_or_skipping_it(tmp
 def test_eval_refuses_an_interrupted_run(tmp_path):
     """A run stopped mid-training has a checkpoint but no results: eval.py must not score it."""
     from lengen.reeval import evaluate_run
-    from lengen.train import save_config
+    from lengen.rundir import save_config
 
     save_config(compose_train(), tmp_path / "config.yaml")
     (tmp_path / "checkpoints").mkdir()

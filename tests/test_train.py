@@ -23,16 +23,22 @@ UNSUPPORTED = [(m, p) for m in KINDS for p in PES if not pe_supports(p, m)]
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """One short run per PE × model kind, shared by the tests below."""
+def trained(tmp_path_factory):
+    """trained(model, pe) -> (run_dir, results): one short run per PE × model kind, trained the
+    first time a test of this module asks for it and shared after (so ``-k`` narrows what is
+    trained)."""
     done = {}
-    for model, pe in PAIRS:
-        run_dir = tmp_path_factory.mktemp(f"{model}-{pe}")
-        cfg = compose_train(f"pe={pe}", f"model={model}", "data.len=6", "eval.factors=[1,4]")
-        blind = pe == "nope" and model != "decoder"
-        with pytest.warns(UserWarning, match="position") if blind else nullcontext():
-            done[(model, pe)] = (run_dir, run(cfg, run_dir=run_dir))
-    return done
+
+    def train(model: str, pe: str):
+        if (model, pe) not in done:
+            run_dir = tmp_path_factory.mktemp(f"{model}-{pe}")
+            cfg = compose_train(f"pe={pe}", f"model={model}", "data.len=6", "eval.factors=[1,4]")
+            blind = pe == "nope" and model != "decoder"
+            with pytest.warns(UserWarning, match="position") if blind else nullcontext():
+                done[(model, pe)] = (run_dir, run(cfg, run_dir=run_dir))
+        return done[(model, pe)]
+
+    return train
 
 
 @pytest.mark.parametrize(("model", "pe"), UNSUPPORTED)
@@ -44,8 +50,8 @@ def test_unsupported_model_kind_is_refused_before_training(model, pe, tmp_path):
 
 
 @pytest.mark.parametrize(("model", "pe"), PAIRS)
-def test_run_writes_complete_directory(runs, model, pe):
-    run_dir, _ = runs[(model, pe)]
+def test_run_writes_complete_directory(trained, model, pe):
+    run_dir, _ = trained(model, pe)
     for name in (
         "config.yaml",
         "results.json",
@@ -58,8 +64,8 @@ def test_run_writes_complete_directory(runs, model, pe):
 
 
 @pytest.mark.parametrize(("model", "pe"), PAIRS)
-def test_results_follow_the_schema(runs, model, pe):
-    run_dir, returned = runs[(model, pe)]
+def test_results_follow_the_schema(trained, model, pe):
+    run_dir, returned = trained(model, pe)
     results = json.loads((run_dir / "results.json").read_text())
     assert results == json.loads(json.dumps(returned))
     assert set(REQUIRED_KEYS) <= set(results)
@@ -75,40 +81,45 @@ def test_results_follow_the_schema(runs, model, pe):
         assert 0.0 <= row["accuracy"] <= 1.0 and 0.0 <= row["exact_match"] <= 1.0
 
 
-def test_max_position_recorded_per_kind(runs):
-    rows = {model: runs[(model, "rope")][1]["eval"] for model in KINDS}
+def test_max_position_recorded_per_kind(trained):
+    rows = {model: trained(model, "rope")[1]["eval"] for model in KINDS}
     assert [r["max_position"] for r in rows["decoder"]] == [13, 49]
     assert [r["max_position"] for r in rows["encoder"]] == [13, 49]
     assert [r["max_position"] for r in rows["encoder_decoder"]] == [6, 24]
 
 
-def test_config_yaml_is_fully_resolved(runs):
-    run_dir, _ = runs[("decoder", "rope")]
+def test_config_yaml_is_fully_resolved(trained):
+    run_dir, _ = trained("decoder", "rope")
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert saved["data"]["len"] == 6 and saved["pe"]["name"] == "rope"
     assert "${" not in (run_dir / "config.yaml").read_text()
 
 
-def test_nope_encoder_is_labelled_position_blind(runs):
-    assert runs[("encoder", "nope")][1]["position_blind"] is True
-    assert runs[("encoder", "nope")][1]["warnings"]
-    assert runs[("encoder_decoder", "nope")][1]["position_blind"] is True
-    assert runs[("decoder", "nope")][1]["position_blind"] is False
+def test_nope_encoder_is_labelled_position_blind(trained):
+    assert trained("encoder", "nope")[1]["position_blind"] is True
+    assert trained("encoder", "nope")[1]["warnings"]
+    assert trained("encoder_decoder", "nope")[1]["position_blind"] is True
+    assert trained("decoder", "nope")[1]["position_blind"] is False
 
 
-def test_learned_policy_is_recorded(runs):
-    info = runs[("decoder", "learned")][1]["pe_info"]
-    assert info == {"policy": "extend", "table_size": 49, "trained_positions": 13}
+def test_learned_policy_is_recorded(trained):
+    info = trained("decoder", "learned")[1]["pe_info"]
+    assert info == {
+        "policy": "extend",
+        "table_size": 49,
+        "trained_rows": 13,
+        "trained_positions": 13,
+    }
 
 
-def test_checkpoint_carries_the_config(runs):
-    run_dir, _ = runs[("decoder", "alibi")]
+def test_checkpoint_carries_the_config(trained):
+    run_dir, _ = trained("decoder", "alibi")
     checkpoint = torch.load(run_dir / "checkpoints/last.ckpt", weights_only=False)
     assert checkpoint["lengen"]["config"]["pe"]["name"] == "alibi"
 
 
-def test_finished_run_directory_is_not_overwritten(runs):
-    run_dir, _ = runs[("decoder", "rope")]
+def test_finished_run_directory_is_not_overwritten(trained):
+    run_dir, _ = trained("decoder", "rope")
     before = (run_dir / "results.json").read_bytes()
     with pytest.raises(ConfigError, match=r"^hydra\.run\.dir"):
         run(compose_train(), run_dir=run_dir)
@@ -116,8 +127,8 @@ def test_finished_run_directory_is_not_overwritten(runs):
 
 
 @pytest.mark.parametrize("model", KINDS)
-def test_eval_adds_results_and_keeps_the_original(runs, model):
-    run_dir, _ = runs[(model, "learned")]
+def test_eval_adds_results_and_keeps_the_original(trained, model):
+    run_dir, _ = trained(model, "learned")
     before = (run_dir / "results.json").read_bytes()
     results = evaluate_run([f"run={run_dir}", "eval.lengths=[3,30]", "tag=longer"])
     assert (run_dir / "results.json").read_bytes() == before
@@ -128,8 +139,8 @@ def test_eval_adds_results_and_keeps_the_original(runs, model):
     assert set(REQUIRED_KEYS) <= set(written)
 
 
-def test_eval_never_overwrites_an_earlier_tag(runs):
-    run_dir, _ = runs[("decoder", "sinusoidal")]
+def test_eval_never_overwrites_an_earlier_tag(trained):
+    run_dir, _ = trained("decoder", "sinusoidal")
     evaluate_run([f"run={run_dir}", "tag=again"])
     first = (run_dir / "results.again.json").read_bytes()
     evaluate_run([f"run={run_dir}", "tag=again"])
@@ -137,22 +148,22 @@ def test_eval_never_overwrites_an_earlier_tag(runs):
     assert (run_dir / "results.again-1.json").is_file()
 
 
-def test_eval_reproduces_the_training_run_numbers(runs):
-    run_dir, results = runs[("decoder", "rope")]
+def test_eval_reproduces_the_training_run_numbers(trained):
+    run_dir, results = trained("decoder", "rope")
     again = evaluate_run([f"run={run_dir}", "tag=same"])
     for old, new in zip(results["eval"], again["eval"], strict=True):
         assert new["accuracy"] == pytest.approx(old["accuracy"], abs=1e-6)
         assert new["loss"] == pytest.approx(old["loss"], rel=1e-5)
 
 
-def test_eval_refuses_overrides_the_model_cannot_take(runs):
-    run_dir, _ = runs[("decoder", "rope")]
+def test_eval_refuses_overrides_the_model_cannot_take(trained):
+    run_dir, _ = trained("decoder", "rope")
     with pytest.raises(ConfigError, match="different model"):
         evaluate_run([f"run={run_dir}", "model.d_model=64"])
 
 
-def test_eval_refuses_a_directory_without_checkpoint(tmp_path, runs):
-    run_dir, _ = runs[("decoder", "rope")]
+def test_eval_refuses_a_directory_without_checkpoint(tmp_path, trained):
+    run_dir, _ = trained("decoder", "rope")
     (tmp_path / "config.yaml").write_text((run_dir / "config.yaml").read_text())
     with pytest.raises(ConfigError, match="never finished"):
         evaluate_run([f"run={tmp_path}"])
@@ -187,8 +198,8 @@ def test_default_experiment_learns_in_distribution(tmp_path):
     assert at_train_len["accuracy"] >= 0.9
 
 
-def test_init_from_starts_from_the_runs_weights(runs, tmp_path):
-    source_dir, _ = runs[("decoder", "rope")]
+def test_init_from_starts_from_the_runs_weights(trained, tmp_path):
+    source_dir, _ = trained("decoder", "rope")
     cfg = compose_train(
         f"init_from={source_dir}",
         "seed=1",
@@ -210,8 +221,8 @@ def test_init_from_missing_path_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("scaling", ["pi", "ntk", "dynamic_ntk", "yarn"])
-def test_eval_extends_a_rope_run_with_scaling(runs, scaling):
-    run_dir, _ = runs[("decoder", "rope")]
+def test_eval_extends_a_rope_run_with_scaling(trained, scaling):
+    run_dir, _ = trained("decoder", "rope")
     before = (run_dir / "results.json").read_bytes()
     results = evaluate_run(
         [f"run={run_dir}", f"pe.scaling={scaling}", "pe.scaling_factor=4", f"tag={scaling}"]
@@ -222,9 +233,9 @@ def test_eval_extends_a_rope_run_with_scaling(runs, scaling):
     assert (run_dir / f"results.{scaling}.json").is_file()
 
 
-def test_eval_scaling_changes_long_lengths_only_where_the_method_says(runs):
+def test_eval_scaling_changes_long_lengths_only_where_the_method_says(trained):
     """PI rescales every position, so even in-distribution numbers move; factor 1 changes nothing."""
-    run_dir, original = runs[("decoder", "rope")]
+    run_dir, original = trained("decoder", "rope")
     same = evaluate_run([f"run={run_dir}", "pe.scaling=pi", "pe.scaling_factor=1", "tag=pi1"])
     moved = evaluate_run([f"run={run_dir}", "pe.scaling=pi", "pe.scaling_factor=4", "tag=pi4"])
     assert [r["loss"] for r in same["eval"]] == pytest.approx([r["loss"] for r in original["eval"]])
@@ -237,8 +248,8 @@ def test_train_accepts_scaling_for_fine_tuning(tmp_path):
     assert results["pe_info"]["scaling"] == "yarn"
 
 
-def test_encoder_decoder_records_each_stacks_encoding(runs):
-    info = runs[("encoder_decoder", "learned")][1]["pe_info"]
+def test_encoder_decoder_records_each_stacks_encoding(trained):
+    info = trained("encoder_decoder", "learned")[1]["pe_info"]
     assert set(info) == {"encoder", "decoder"}
     assert info["encoder"]["policy"] == info["decoder"]["policy"] == "extend"
 

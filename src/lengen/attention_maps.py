@@ -44,7 +44,10 @@ def reference_attend(
 
     The same function as ``attend`` (its docstring), written the textbook way."""
     q_len, k_len = q.shape[2], k.shape[2]
-    scale = (pe.attention_scale(k_len) if pe is not None else 1.0) / math.sqrt(q.shape[-1])
+    scale = pe.query_scale(q_len, k_len, causal, q.device) if pe is not None else 1.0
+    if isinstance(scale, Tensor):  # (Tq,): per-query log-length factors of causal attention
+        scale = scale[:, None]  # (Tq, 1)
+    scale = scale / math.sqrt(q.shape[-1])
     logits = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale  # (B, H, Tq, Tk)
     if pe is not None and pe.has_bias:
         logits = logits + pe.attention_bias(q_positions, k_positions)  # (H, Tq, Tk)
@@ -131,20 +134,17 @@ def analyse_run(
     into ``out_dir`` (default: the run directory) -> the report dict."""
     import json
 
-    from lengen.checkpoints import load_checkpoint, load_weights
-    from lengen.config import ConfigError, validate
-    from lengen.plots import OKABE_ITO, PAPER_RC, _pyplot, save_figure
-    from lengen.reeval import load_config
+    from lengen.api import load_run
+    from lengen.config import ConfigError
+    from lengen.data.datamodule import TaskData
+    from lengen.plots import plot_attention_distance, plot_attention_maps
     from lengen.results import atomic_write_text
-    from lengen.train import build
 
     run_dir = Path(run_dir)
     out_dir = Path(out_dir) if out_dir is not None else run_dir
-    cfg = load_config(run_dir, [])
-    validate(cfg)
-    data, model, _ = build(cfg)
-    load_weights(model, load_checkpoint(run_dir, "run"), "run")
-    if not hasattr(data, "eval_batches"):
+    run = load_run(run_dir)
+    data, model = run.data, run.model
+    if not isinstance(data, TaskData):
         raise ConfigError(f"run={run_dir}: attention maps are available for tasks only")
     batch = next(iter(data.eval_batches(length, samples, samples)))
     recorded = record_attention(model, batch["inputs"])
@@ -161,46 +161,15 @@ def analyse_run(
         "paths": [],
     }
 
-    plt = _pyplot()
-    n_layers, n_heads = distances.shape
-    with plt.rc_context(PAPER_RC):
-        fig, axes = plt.subplots(
-            n_layers, n_heads, figsize=(2.2 * n_heads, 2.2 * n_layers), squeeze=False
-        )
-        for layer, weights in enumerate(recorded):
-            for head in range(n_heads):
-                ax = axes[layer][head]
-                ax.imshow(weights[0, head].numpy(), cmap="viridis", vmin=0, aspect="auto")
-                ax.set_title(f"layer {names[layer]}, head {head}", fontsize=8)
-                ax.set_xticks([])
-                ax.set_yticks([])
-            axes[layer][0].set_ylabel("query")
-        for head in range(n_heads):
-            axes[-1][head].set_xlabel("key")
-        fig.suptitle(
-            f"attention weights at length {length} (trained ≤ {data.train_len}), first instance"
-        )
-        fig.tight_layout()
-    report["paths"] += save_figure(fig, out_dir / f"attention_maps_len{length}", formats)
-
-    with plt.rc_context(PAPER_RC):
-        fig, ax = plt.subplots(figsize=(6.0, 3.6))
-        palette = list(OKABE_ITO.values())
-        for head in range(n_heads):
-            ax.plot(
-                range(n_layers),
-                distances[:, head].numpy(),
-                marker="o",
-                color=palette[head % len(palette)],
-                label=f"head {head}",
-            )
-        ax.set_xticks(range(n_layers), names)
-        ax.set_xlabel("layer")
-        ax.set_ylabel("mean attention distance (tokens)")
-        ax.set_title(f"length {length} (trained ≤ {data.train_len}), {report['samples']} instances")
-        ax.grid(alpha=0.3)
-        ax.legend(frameon=False, fontsize=8)
-    report["paths"] += save_figure(fig, out_dir / f"attention_distance_len{length}", formats)
+    stem = out_dir / f"attention_maps_len{length}"
+    # tokens per layer at the training length (a decoder's copy instance of length L: 2L + 1)
+    at_train = next(iter(data.eval_batches(data.train_len, 1, 1)))["inputs"]
+    train_tokens = [weights.shape[-1] for weights in record_attention(model, at_train)]
+    report["paths"] += plot_attention_maps(
+        recorded, names, length, data.train_len, stem, formats, train_tokens=train_tokens
+    )
+    stem = out_dir / f"attention_distance_len{length}"
+    report["paths"] += plot_attention_distance(report, distances, stem, formats)
     report["paths"] = [str(p) for p in report["paths"]]
     atomic_write_text(out_dir / f"attention_len{length}.json", json.dumps(report, indent=2) + "\n")
     return report

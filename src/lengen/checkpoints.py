@@ -1,25 +1,26 @@
-"""Reading lengen checkpoints back: for eval.py (``run=``) and fine-tuning (``init_from=``)."""
+"""Every checkpoint operation of lengen, in one module.
+
+* Writing: ``save_checkpoint`` (temp name, then rename) and ``StepCheckpoint``, the callback
+  that writes ``checkpoints/last.ckpt`` periodically and when the run is preempted.
+* Reading back: for eval.py (``run=``), fine-tuning (``init_from=``) and ``lengen.load_run``.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
-from lengen.config import ConfigError
+import pytorch_lightning as pl
 
-
-class Preempted(Exception):  # noqa: N818 - an outcome, not a bug
-    """A signal stopped training; ``checkpoint`` holds the state after ``step`` steps."""
-
-    def __init__(self, signum: int, step: int, checkpoint: Path):
-        import signal
-
-        self.signum = signum
-        self.step = step
-        self.checkpoint = checkpoint
-        super().__init__(
-            f"interrupted by {signal.Signals(signum).name} at step {step}: state saved to "
-            f"{checkpoint}; continue with resume=true and the same hydra.run.dir"
-        )
+from lengen.checks import (
+    CheckpointWriteError,
+    ConfigError,
+    Preempted,
+    acted_on_signal,
+    install_preemption_handlers,
+    received_signal,
+)
 
 
 def checkpoint_file(path: str | Path, key: str) -> Path:
@@ -60,88 +61,118 @@ def load_weights(model, checkpoint: dict, key: str) -> None:
 
 
 # -- resuming ---------------------------------------------------------------------------------
-#: Keys that may differ between an interrupted run and its resumption: they change where and
-#: how it runs, or what is evaluated afterwards, never what is trained.
-RESUME_MAY_CHANGE = (
-    "resume",
-    "trainer.accelerator",
-    "trainer.devices",
-    "trainer.num_nodes",
-    "trainer.strategy",
-    "trainer.enable_progress_bar",
-    "trainer.log_every_n_steps",
-    "trainer.checkpoint_every_n_steps",
-    "logger",
-    "eval",
-)
+# -- writing ---------------------------------------------------------------------------------
+def save_checkpoint(trainer: pl.Trainer, path: Path) -> None:
+    """Lightning checkpoint under a temporary name, synced to disk, then renamed into place
+    (rank 0 writes). A failed write (a full disk, say) keeps the previous checkpoint and stops
+    the run with one line naming both paths."""
+    from lengen.results import fsync_directory
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        trainer.save_checkpoint(tmp, weights_only=False)  # every rank calls it; rank 0 writes
+        if trainer.is_global_zero:
+            with open(tmp, "rb") as handle:
+                os.fsync(handle.fileno())
+            tmp.replace(path)
+            fsync_directory(path.parent)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        kept = f"the previous checkpoint {path} is kept" if path.exists() else "none was kept"
+        raise CheckpointWriteError(
+            f"checkpoint: writing {path} failed ({error.strerror or error}); {kept}; allowed: "
+            f"free the disk, then resume=true with the same hydra.run.dir"
+        ) from None
+    trainer.strategy.barrier("lengen.save_checkpoint")
 
 
-def is_rank_zero() -> bool:
-    """Whether this process is the first of a multi-process run (or the only one), read from
-    the variables Lightning, torchrun and SLURM set, so that it is known before any import."""
-    import os
+class StepCheckpoint(pl.Callback):
+    """``last.ckpt`` every ``every_n_steps`` steps and when a preemption signal arrives.
 
-    for variable in ("RANK", "SLURM_PROCID"):
-        if os.environ.get(variable, "").isdigit():
-            return int(os.environ[variable]) == 0
-    return os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0"
+    A step's checkpoint is written once the step is complete: at the end of the training batch,
+    or, on steps followed by validation, once validation is done (so a resumed run neither
+    repeats nor skips it). A signal stops training after the next such checkpoint, at the start
+    of the following step (once the finished step is logged); a signal during the last step
+    stops the run after training, before evaluation.
 
-
-def _flatten(node, prefix: str = "") -> dict:
-    if isinstance(node, dict):
-        flat = {}
-        for key, value in node.items():
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        return flat or {prefix[:-1]: {}}
-    return {prefix[:-1]: node}
-
-
-def config_differences(saved: dict, current: dict) -> list[str]:
-    """Keys whose values differ between two resolved configs, except RESUME_MAY_CHANGE."""
-    before, after = _flatten(saved), _flatten(current)
-    changed = []
-    for key in sorted(set(before) | set(after)):
-        if any(key == k or key.startswith(k + ".") for k in RESUME_MAY_CHANGE):
-            continue
-        if before.get(key, "<absent>") != after.get(key, "<absent>"):
-            changed.append(f"{key} ({before.get(key, '<absent>')} -> {after.get(key, '<absent>')})")
-    return changed
-
-
-def check_resume(cfg, run_dir: Path, rank_zero: bool = True) -> tuple[Path, int] | None:
-    """The checkpoint to continue from and its step (``resume=true``), or None for a fresh run.
-
-    A fresh run refuses a directory holding an interrupted run's checkpoint; resuming refuses a
-    missing or unreadable checkpoint and a config that would train something else.
+    Signals are remembered from process start (``lengen.checks.install_preemption_handlers``,
+    installed by the entry point and again here); Lightning's own handlers are never installed
+    (``lengen.train.make_trainer``), so no signal falls in a gap between the two. SIGINT
+    (Ctrl-C) stops training the same way; outside training it interrupts as usual. On SLURM
+    this replaces Lightning's auto-requeue on SIGUSR1 too (see docs/scaling.md).
     """
-    from omegaconf import OmegaConf
 
-    checkpoint = run_dir / "checkpoints" / "last.ckpt"
-    if not cfg.resume:
-        if rank_zero and checkpoint.exists():
-            raise ConfigError(
-                f"hydra.run.dir={run_dir} holds an interrupted run (checkpoints/last.ckpt, no "
-                f"results.json); allowed: resume=true to continue it, or a new hydra.run.dir"
-            )
-        return None
-    if not checkpoint.is_file():
-        raise ConfigError(
-            f"resume=true: no checkpoint at {checkpoint}; allowed: resume=true with "
-            f"hydra.run.dir=<the interrupted run's directory>, or resume=false"
-        )
-    saved_path = run_dir / "config.yaml"
-    if saved_path.is_file():
-        saved = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=True)
-        current = OmegaConf.to_container(cfg, resolve=True)
-        current.pop("hydra", None)
-        changed = config_differences(saved, current)
-        if changed:
-            raise ConfigError(
-                f"resume=true: the config differs from the run's config.yaml in {', '.join(changed)}; "
-                f"allowed: the same config, changing only {', '.join(RESUME_MAY_CHANGE[1:])}"
-            )
-    # a truncated or foreign file is refused here, before Lightning would fail on it
-    state = load_checkpoint(checkpoint, "resume")
-    if "global_step" not in state or "state_dict" not in state:
-        raise ConfigError(f"resume: {checkpoint} is not a Lightning checkpoint of a lengen run")
-    return checkpoint, state["global_step"]
+    def __init__(self, path: Path, every_n_steps: int | None):
+        self.path = Path(path)
+        self.every_n_steps = every_n_steps
+        self.stop_signum = 0  # agreed by all ranks at a step's end
+        self.pending = False  # save once this step's validation is done
+        self.saved_step = -1
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.stop_signum = 0
+        self.pending = False
+        install_preemption_handlers(signal.SIGINT)  # a signal received before stays remembered
+        self.saved_step = trainer.global_step  # a resumed run's checkpoint holds this step
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C interrupts again
+
+    def _signalled(self, trainer, pl_module) -> int:
+        """The signal number if any rank received one (all ranks agree)."""
+        if trainer.world_size == 1:
+            return received_signal()
+        import torch
+        import torch.distributed as dist
+
+        flag = torch.tensor([received_signal()], device=pl_module.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return int(flag.item())
+
+    def save(self, trainer) -> None:
+        """The checkpoint of the steps done so far, after the logged rows are on disk
+        (Lightning's CSV logger buffers 100 steps: a kill after the checkpoint would lose rows
+        that a resumed run never logs again). The row of the step just done is logged after
+        this point; the checkpoint carries it (``LitModel.last_logged``)."""
+        if trainer.global_step == self.saved_step:
+            return
+        if trainer.logger is not None:
+            trainer.logger.save()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        save_checkpoint(trainer, self.path)
+        self.saved_step = trainer.global_step
+
+    def stop(self, trainer, signum: int) -> None:
+        self.save(trainer)
+        acted_on_signal()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        raise Preempted(signum, trainer.global_step, self.path)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step  # steps done, this one included
+        self.stop_signum = self._signalled(trainer, pl_module)
+        due = self.every_n_steps and step % self.every_n_steps == 0
+        if not (due or self.stop_signum):
+            return
+        every = trainer.val_check_batch
+        if isinstance(every, int) and step % every == 0 and step < trainer.max_steps:
+            self.pending = True  # validation runs after this step: save after it
+        else:
+            self.save(trainer)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if self.pending and not trainer.sanity_checking:
+            self.pending = False
+            self.save(trainer)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self.stop_signum:  # save: a no-op unless the validation that should save never ran
+            self.stop(trainer, self.stop_signum)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        # a signal during the last step: training is complete, stop before evaluating
+        signum = self.stop_signum or self._signalled(trainer, pl_module)
+        if signum:
+            self.stop(trainer, signum)
+        if self.pending:
+            self.save(trainer)

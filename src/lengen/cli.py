@@ -1,17 +1,19 @@
 """What the entry points do with errors: one line for bad input, and sweeps that go on.
 
-A run that fails writes ``failed.json`` (the error, and for crashes the traceback) into its run
-directory, unless that directory already holds finished results. In a ``-m`` sweep the failure
-does not stop the other runs; ``SweepReport`` lists every failed run when the sweep ends and
-makes the sweep's exit status non-zero.
+Every refusal happens before Hydra writes anything (``precheck``): a refused command changes
+nothing on disk. A run that fails later writes ``failed.json`` (the error, and for crashes the
+traceback) into its run directory, unless that directory already holds finished results. In a
+``-m`` sweep a failure does not stop the other runs; ``SweepReport`` counts what every job did
+when the sweep ends and makes the sweep's exit status non-zero if any job was refused or failed.
 
-Exit statuses: 2 bad input, 3 training diverged, 128 + the signal's number when a signal
-stopped training with a checkpoint (143 for SIGTERM, 138 for SIGUSR1; a sweep stops too).
+Exit statuses: 2 bad input, 3 training diverged, 4 a checkpoint could not be written (the
+previous one is kept), 128 + the signal's number when a signal stopped training with a
+checkpoint (143 for SIGTERM, 138 for SIGUSR1; a sweep stops too).
 """
 
 from __future__ import annotations
 
-import json
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -20,31 +22,29 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from lengen.checkpoints import Preempted
-from lengen.checks import TrainingDiverged
-from lengen.config import ConfigError, processes
+from lengen.checks import (
+    CheckpointWriteError,
+    ConfigError,
+    EvaluationOutOfMemory,
+    Preempted,
+    TrainingDiverged,
+)
+from lengen.config import processes
+from lengen.rundir import RunDirectory
 
-FAILED = "failed.json"
-
-
-def record_failure(run_dir: Path, error: BaseException) -> None:
-    """Write failed.json into a run directory that holds no finished results."""
-    from lengen.checkpoints import is_rank_zero
-    from lengen.results import atomic_write_text
-
-    if not is_rank_zero() or not run_dir.is_dir() or (run_dir / "results.json").exists():
-        return  # rank 0 writes for all the processes of a multi-process run
-    report = {
-        "error": str(error).splitlines()[0] if str(error) else type(error).__name__,
-        "type": type(error).__name__,
-    }
-    if not isinstance(error, ConfigError | TrainingDiverged | Preempted):
-        report["traceback"] = traceback.format_exception(error)
-    atomic_write_text(run_dir / FAILED, json.dumps(report, indent=2) + "\n")
+#: errors that are the user's to fix, printed as one line, and their exit statuses
+EXIT_STATUS = {
+    ConfigError: 2,
+    TrainingDiverged: 3,
+    CheckpointWriteError: 4,
+    EvaluationOutOfMemory: 5,
+}
+ONE_LINE = tuple(EXIT_STATUS)
 
 
-def train_main(cfg: DictConfig) -> None:
-    """The body of ``train.py``'s Hydra main."""
+def train_main(cfg: DictConfig) -> str:
+    """The body of ``train.py``'s Hydra main -> the job's outcome (a sweep's report counts
+    them): ``trained``, ``finished earlier``, ``refused: …`` or ``failed: …``."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -65,56 +65,106 @@ def train_main(cfg: DictConfig) -> None:
             file=sys.stderr,
         )
         sys.exit(2)
+    directory = RunDirectory(hydra.runtime.output_dir)
+    done_before = directory.results.is_file()
     try:
         run(cfg)
+        return "finished earlier" if done_before else "trained"
     except Preempted as error:  # a signal asked us to stop: stop the sweep too
-        record_failure(Path(hydra.runtime.output_dir), error)
+        directory.record_failure(error)
         print(str(error), file=sys.stderr)
         sys.exit(128 + error.signum)
+    except KeyboardInterrupt as error:  # Ctrl-C outside training: recorded, not lost
+        directory.record_failure(error)
+        print("interrupted by SIGINT (Ctrl-C) outside training; nothing saved", file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)
     except Exception as error:  # noqa: BLE001 - every failure is recorded, then reported
-        record_failure(Path(hydra.runtime.output_dir), error)
-        if isinstance(error, ConfigError | TrainingDiverged):  # the user's to fix: one line
+        if not isinstance(error, ConfigError):  # a refusal leaves the directory as it was
+            directory.record_failure(error)
+        if isinstance(error, ONE_LINE):  # the user's to fix: one line, no traceback
             print(f"error: {error}", file=sys.stderr)
             if not sweeping:
-                sys.exit(2 if isinstance(error, ConfigError) else 3)
-        elif not sweeping:
+                sys.exit(EXIT_STATUS[type(error)])
+            return f"{'refused' if isinstance(error, ConfigError) else 'failed'}: {error}"
+        if not sweeping:
             raise
-        else:
-            traceback.print_exc()
+        traceback.print_exc()
+        return f"failed: {type(error).__name__}: {error}"
+    finally:
+        RunDirectory.release_all()
 
 
 class SweepReport(Callback):
-    """Hydra callback: at the end of a sweep, list the runs that failed (exit status 1)."""
+    """Hydra callback: at the end of a sweep, count what its jobs did, say where the runs are
+    and what to run next, and list the jobs that were refused or failed (exit status 1)."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[tuple[str, str]] = []  # (run directory name, outcome)
+
+    def on_job_end(self, config: DictConfig, job_return, **kwargs) -> None:
+        from hydra.core.utils import JobStatus
+
+        name = Path(config.hydra.runtime.output_dir).name
+        if job_return.status == JobStatus.COMPLETED:
+            self.outcomes.append((name, str(job_return.return_value)))
+        else:  # an exception escaped the job (sys.exit from a preempted run, say)
+            self.outcomes.append((name, f"failed: {job_return._return_value!r}"))
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
-        failed = sorted(sweep_dir.glob(f"*/{FAILED}"))
-        if not failed:
+        kinds = [outcome.partition(":")[0] for _, outcome in self.outcomes]
+        counts = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds))
+        print(
+            f"\nsweep: {len(self.outcomes)} runs ({counts or 'none'}) in {sweep_dir}\n"
+            f"next: python scripts/aggregate.py {sweep_dir} && python scripts/plot.py {sweep_dir}"
+        )
+        bad = [(n, o) for n, o in self.outcomes if o.startswith(("refused", "failed"))]
+        if not bad:
             return
-        runs = len([p for p in sweep_dir.iterdir() if (p / "config.yaml").is_file()])
-        lines = [f"{len(failed)} of {runs} runs failed (details in each run's {FAILED}):"]
-        for path in failed:
-            lines.append(f"  {path.parent.name}: {json.loads(path.read_text())['error']}")
+        lines = [f"{len(bad)} of {len(self.outcomes)} runs refused or failed:"]
+        lines += [f"  {name}: {outcome.splitlines()[0]}" for name, outcome in bad]
         print("\n".join(lines), file=sys.stderr)
         sys.exit(1)
 
 
-def already_finished(arguments: Sequence[str]) -> bool:
-    """``resume=true hydra.run.dir=<a finished run>``: say so, so that nothing is touched
-    (Hydra would rewrite the run's .hydra/ files and log before the run could refuse)."""
+def precheck(arguments: Sequence[str]) -> int | None:
+    """Everything a command line can be refused for, before Hydra writes anything (it creates
+    the run directory and its log first): unknown groups and keys, every value (``validate``),
+    every component's own checks (data and model built, the model on the meta device), and the
+    run directory's rules. -> an exit status to stop with now (0: the run is already done), or
+    None to go on. Raises ConfigError (one line naming the key)."""
+    from hydra.utils import get_class
+
+    from lengen.build import build, check_resources
+    from lengen.config import check_group_overrides, validate
+    from lengen.rundir import RunDirectory, is_rank_zero
+
+    check_group_overrides(arguments)
+    configs = check_override_keys(arguments)
     values = dict(a.partition("=")[::2] for a in arguments if "=" in a and not a.startswith("-"))
-    run_dir = values.get("hydra.run.dir", "").strip("'\"")
-    if values.get("resume", "").lower() != "true" or not run_dir or "-m" in arguments:
-        return False
-    if not (Path(run_dir) / "results.json").is_file():
-        return False
-    print(f"resume=true: {run_dir} already finished (results.json); nothing to do")
-    return True
+    run_dir = values.get("hydra.run.dir")
+    if run_dir is not None and not run_dir.strip("'\" "):
+        raise ConfigError("hydra.run.dir: empty; allowed: a directory path (or leave it unset)")
+    for cfg in configs:
+        validate(cfg)
+    sweeping = bool({"-m", "--multirun"} & set(arguments))
+    # the other ranks of a multi-process run re-run this command into rank 0's directory
+    if configs and run_dir is not None and not sweeping and is_rank_zero():
+        directory = RunDirectory(run_dir.strip("'\""))
+        if directory.finished(configs[0]) is not None:  # resume on a finished run: done
+            return 0
+        directory.check_start(configs[0])
+    for cfg in configs:
+        check_resources(cfg)
+        if get_class(cfg.data._target_).cheap_to_build:  # text reads its corpus at run time
+            build(cfg, meta=True)
+    return None
 
 
-def check_override_keys(arguments: Sequence[str], config_dir: Path | None = None) -> None:
+def check_override_keys(arguments: Sequence[str], config_dir: Path | None = None) -> list:
     """Compose the config with the command line's overrides, as Hydra will, and turn a key that
     does not exist (or an override Hydra cannot parse) into one ConfigError naming the key.
+    -> the composed configs (without ``hydra``), one per trial below.
 
     In a -m sweep each swept value is tried once (the others at their first value), so a key
     that exists for one group choice but not another is caught before any run starts.
@@ -127,7 +177,7 @@ def check_override_keys(arguments: Sequence[str], config_dir: Path | None = None
     flags = {"-m", "--multirun"}
     overrides = [a for a in arguments if not a.startswith("-") and "=" in a]
     if any(a.startswith("-") and a not in flags for a in arguments):
-        return  # Hydra's own flags (--help, --cfg, …): let Hydra handle them
+        return []  # Hydra's own flags (--help, --cfg, …): let Hydra handle them
     parser = OverridesParser.create()
     try:
         parsed = parser.parse_overrides(overrides)
@@ -141,12 +191,14 @@ def check_override_keys(arguments: Sequence[str], config_dir: Path | None = None
                 trial = list(trials[0])
                 trial[index] = f"{override.get_key_element()}={value}"
                 trials.append(trial)
+    configs = []
     with initialize_config_dir(str(config_dir or CONFIG_DIR), version_base="1.3"):
         for trial in trials:
             try:
-                compose("train", overrides=trial)
+                configs.append(compose("train", overrides=trial))
             except Exception as error:  # noqa: BLE001 - reworded below
                 raise _override_error(error, trial) from None
+    return configs
 
 
 def _first_value(override) -> str:

@@ -13,20 +13,67 @@ from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from lengen.checks import positive_int
+from lengen.checks import ConfigError, check_batch_split, check_heads, positive_int
 
 PROTOCOLS = ("teacher_forced", "greedy")
+#: validation metrics a run can be trained to (``trainer.criterion_metric``)
+CRITERION_METRICS = ("exact_match", "accuracy")
 #: Config groups whose choice is a yaml file under configs/<group>/.
 GROUPS = ("pe", "model", "data", "trainer", "logger", "eval", "experiment", "debug")
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
-#: the _target_ of text data yamls (whose keys validate() checks), and ${lengen_root:}, the
-#: lengen checkout, so recipes can name ../shared/data wherever the user runs from
-TEXT_DATA_TARGET = "lengen.data.text.TextData"
+#: ${lengen_root:}, the lengen checkout, so recipes can name ../shared/data wherever the user
+#: runs from
 OmegaConf.register_new_resolver("lengen_root", lambda: str(CONFIG_DIR.parent), replace=True)
 
+#: ``resume``: false (a fresh run), true (continue an interrupted run), auto (continue it if it
+#: has a checkpoint, start it otherwise, report it done if finished: sweeps that fill gaps)
+RESUME_MODES = (False, True, "auto")
 
-class ConfigError(ValueError):
-    """Bad user input; the message's first line names the key and the allowed values."""
+#: Keys that may differ between an interrupted run and its resumption: they change where and
+#: how it runs, or what is evaluated afterwards, never what is trained. They (and the seed,
+#: named apart) do not enter a run's identity (``run_id``).
+RESUME_MAY_CHANGE = (
+    "resume",
+    "trainer.accelerator",
+    "trainer.devices",
+    "trainer.num_nodes",
+    "trainer.strategy",
+    "trainer.enable_progress_bar",
+    "trainer.log_every_n_steps",
+    "trainer.checkpoint_every_n_steps",
+    "logger",
+    "eval",
+)
+
+
+def run_id(cfg) -> str:
+    """8 hex digits naming what a run trains: a hash of its resolved config without ``hydra``,
+    the seed and ``RESUME_MAY_CHANGE``. Sweep directories end with it, so one configuration
+    always lands in one directory (a sweep can grow, and be re-run to fill what is missing)."""
+    import hashlib
+    import json
+
+    # without hydra before resolving: hydra.sweep.subdir itself calls this
+    trained = OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
+    container = OmegaConf.to_container(trained, resolve=True)
+    for key in ("seed", *RESUME_MAY_CHANGE):
+        parent, _, leaf = key.rpartition(".")
+        node = container
+        for part in parent.split(".") if parent else []:
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    text = json.dumps(container, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+#: a few random hex digits per process: default run directories of two runs started in the same
+#: second with the same config differ by it
+_NONCE = __import__("secrets").token_hex(2)
+OmegaConf.register_new_resolver("lengen_run_id", lambda *, _root_: run_id(_root_), replace=True)
+OmegaConf.register_new_resolver("lengen_nonce", lambda: _NONCE, replace=True)
+
+__all__ = ["ConfigError", "eval_lengths", "validate"]
 
 
 def group_choices(group: str, config_dir: Path = CONFIG_DIR) -> list[str]:
@@ -120,9 +167,10 @@ def eval_lengths(cfg: DictConfig) -> list[int]:
 
 def validate(cfg: DictConfig) -> None:
     """Check every generic user-facing key; raise ConfigError on the first bad one."""
-    _int(cfg, "seed", minimum=0)
-    if _get(cfg, "resume") not in (False, True):
-        raise ConfigError(f"resume must be true or false, got {cfg.resume!r}")
+    if _int(cfg, "seed", minimum=0) >= 2**32:  # numpy and Lightning seed with 32 bits
+        raise ConfigError(f"seed must be an integer in [0, 2^32 - 1], got {cfg.seed}")
+    if _get(cfg, "resume") not in RESUME_MODES:
+        raise ConfigError(f"resume must be true, false or auto, got {cfg.resume!r}")
     init_from = _get(cfg, "init_from")
     if init_from is not None and not Path(str(init_from)).exists():
         raise ConfigError(
@@ -136,29 +184,46 @@ def validate(cfg: DictConfig) -> None:
     _int(cfg, "model.n_layers")
     _int(cfg, "model.n_heads")
     _int(cfg, "model.d_ff")
-    if cfg.model.d_model % cfg.model.n_heads:
-        raise ConfigError(
-            f"model.d_model must be divisible by model.n_heads, got {cfg.model.d_model} "
-            f"and {cfg.model.n_heads}"
-        )
+    _checked(check_heads, cfg.model.d_model, cfg.model.n_heads)
     _number(cfg, "model.dropout", 0.0, 1.0, high_inclusive=False)
     _number(cfg, "optim.lr", 0.0, low_inclusive=False)
     _number(cfg, "optim.weight_decay", 0.0)
     _int(cfg, "optim.warmup_steps", minimum=0)
     _number(cfg, "optim.min_lr_ratio", 0.0, 1.0)
+    betas = cfg.optim.get("betas")
+    if betas is not None and not (
+        isinstance(betas, ListConfig | list)
+        and len(betas) == 2
+        and all(
+            isinstance(b, int | float) and not isinstance(b, bool) and 0 <= b < 1 for b in betas
+        )
+    ):
+        raise ConfigError(f"optim.betas must be two numbers in [0, 1), got {betas!r}")
     _int(cfg, "eval.samples")
     _int(cfg, "eval.max_tokens_per_batch")
     _int(cfg, "eval.seed", minimum=0)
+    if "position_draws" in cfg.eval:
+        _int(cfg, "eval.position_draws")
+    if "plot_dpi" in cfg.eval:
+        _int(cfg, "eval.plot_dpi")
     if _get(cfg, "eval.decoding") not in PROTOCOLS:
         raise ConfigError(
             f"eval.decoding must be one of {', '.join(PROTOCOLS)}; got {cfg.eval.decoding!r}"
         )
     eval_lengths(cfg)
-    # -- text data (data=text): its own keys, checked by lengen.data.text_prep ----------------
-    if cfg.data.get("_target_") == TEXT_DATA_TARGET:
-        from lengen.data.text_prep import validate_text_config
+    # the data source checks its own keys (text: files, tokenizer, protocol), found through its
+    # _target_ as Hydra will instantiate it (lengen.data.source.DataSource.validate_config)
+    from hydra.utils import get_class
 
-        validate_text_config(cfg)
+    get_class(cfg.data._target_).validate_config(cfg)
+
+
+def _checked(check, *args) -> None:
+    """A shared check (``lengen.checks``) whose ValueError is the user's input error here."""
+    try:
+        check(*args)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 STRATEGIES = ("auto", "ddp", "ddp_find_unused_parameters_true")
@@ -211,15 +276,43 @@ def validate_trainer(cfg: DictConfig) -> None:
         _number(cfg, "trainer.gradient_clip_val", 0.0)
     if cfg.trainer.get("checkpoint_every_n_steps") is not None:
         _int(cfg, "trainer.checkpoint_every_n_steps")
+    if cfg.trainer.get("criterion_target") is not None:
+        _number(cfg, "trainer.criterion_target", 0.0, 1.0, low_inclusive=False)
+        _choice(cfg, "trainer.criterion_metric", CRITERION_METRICS)
+        _int(cfg, "trainer.criterion_checks")
     for key in ("enable_progress_bar", "enable_model_summary"):
         if key in cfg.trainer and cfg.trainer[key] not in (True, False):
             raise ConfigError(f"trainer.{key} must be true or false, got {cfg.trainer[key]!r}")
     if "num_workers" in cfg.data:
         _int(cfg, "data.num_workers", minimum=0)
-    world = processes(cfg.trainer)
+    world = processes(cfg.trainer)  # None: Lightning decides; train checks it then
     batch_size = cfg.data.get("batch_size")
-    if world and isinstance(batch_size, int) and batch_size % world:
-        raise ConfigError(
-            f"data.batch_size={batch_size} is the global batch and must be divisible by the "
-            f"{world} processes (trainer.devices × trainer.num_nodes)"
-        )
+    if world and isinstance(batch_size, int):
+        _checked(check_batch_split, batch_size, world)
+
+
+def pe_options_changed(cfg: DictConfig, config_dir: Path = CONFIG_DIR) -> dict:
+    """The ``pe.*`` options whose values differ from the encoding's defaults (its yaml over
+    train.yaml's shared options), e.g. ``{"layout": "half", "base": 500.0}``: what tells a
+    variant apart in headers, titles and legends."""
+    path = config_dir / "pe" / f"{cfg.pe.name}.yaml"
+    if not path.is_file():
+        return {}
+    shared = OmegaConf.load(config_dir / "train.yaml").get("pe", {})
+    defaults = OmegaConf.to_container(OmegaConf.merge(shared, OmegaConf.load(path)))
+    current = OmegaConf.to_container(cfg.pe, resolve=True)
+    return {
+        key: value
+        for key, value in current.items()
+        if key not in ("_target_", "_partial_", "name") and defaults.get(key, value) != value
+    }
+
+
+def run_label(cfg: DictConfig, protocol: str, tag: str | None = None) -> str:
+    """One line naming a run and everything that sets it apart: task · model · pe (changed
+    options) · protocol · seed (· tag), e.g. ``copy · decoder · pe=rope (layout=half) ·
+    greedy · seed 0``."""
+    options = ", ".join(f"{k}={v}" for k, v in pe_options_changed(cfg).items())
+    pe = f"pe={cfg.pe.name}" + (f" ({options})" if options else "")
+    parts = [str(cfg.data.name), str(cfg.model.name), pe, protocol, f"seed {cfg.seed}"]
+    return " · ".join(parts + ([f"tag {tag}"] if tag else []))

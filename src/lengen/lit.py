@@ -1,5 +1,5 @@
-"""The LightningModule, the LightningDataModule adapter around ``TaskData``, and the callback
-that writes ``checkpoints/last.ckpt`` periodically and when the run is preempted.
+"""The LightningModule and the LightningDataModule adapter around a data source; the callback that
+writes checkpoints is ``lengen.checkpoints.StepCheckpoint``.
 
 Resumed runs equal uninterrupted ones because nothing in training depends on history that a
 checkpoint would not hold: each step's batch is a pure function of (seed, step), and so is the
@@ -14,18 +14,31 @@ the data of one device. Validation statistics are summed over ranks before they 
 from __future__ import annotations
 
 import itertools
+import logging
 import math
-import signal
-from pathlib import Path
+import warnings
 
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from lengen.checkpoints import Preempted
 from lengen.checks import TrainingDiverged
-from lengen.data.datamodule import TaskData, mix_seed
-from lengen.evaluate import batch_stats, loss_sum, summarise
+from lengen.data.source import DataSource, mix_seed
+from lengen.evaluation.metrics import STAT_KEYS, add_stats, batch_stats, loss_sum, summarise
+
+
+class _DropLitLoggerTip(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "litlogger" not in record.getMessage()
+
+
+def quiet_known_noise() -> None:
+    """Silence two messages pytorch-lightning 2.6.6 prints with torch 2.13 on every run (an
+    advert for another logger, a deprecation inside Lightning), so real warnings stand out."""
+    warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
+    rank_zero = logging.getLogger("pytorch_lightning.utilities.rank_zero")
+    if not any(isinstance(f, _DropLitLoggerTip) for f in rank_zero.filters):
+        rank_zero.addFilter(_DropLitLoggerTip())
 
 
 def warmup_cosine(step: int, *, warmup_steps: int, max_steps: int, min_lr_ratio: float) -> float:
@@ -65,6 +78,8 @@ class LitModel(pl.LightningModule):
         self.config = config
         self.seed = seed
         self.train_tokens = 0
+        self.last_validation: dict[str, float] = {}  # the latest in-distribution validation
+        self.last_logged: dict = {}  # the training row of the latest step
         # a compiled function, not a module: no second copy of the weights in state_dict
         self._compiled_forward = torch.compile(model.forward) if compile else None
 
@@ -87,28 +102,34 @@ class LitModel(pl.LightningModule):
         # tokens of the global batch: every rank trains on an equal share
         shard_tokens = sum(t.numel() for t in batch["inputs"].values())
         self.train_tokens += shard_tokens * self.trainer.world_size
+        accuracy = stats["correct_tokens"] / max(stats["tokens"], 1.0)
         self.log("train/loss", loss, prog_bar=True)
-        self.log("train/accuracy", stats["correct_tokens"] / max(stats["tokens"], 1.0))
+        self.log("train/accuracy", accuracy)
+        # the row Lightning logs after this step's checkpoint: checkpoints carry it
+        mean_loss = stats["loss_sum"] / max(stats["tokens"], 1.0)  # on the host already
+        self.last_logged = {"step": self.global_step, "train/loss": mean_loss}
+        self.last_logged["train/accuracy"] = accuracy
         return loss
 
     def validation_step(self, batch, batch_idx):
         if batch_idx % self.trainer.world_size != self.trainer.global_rank:
             return  # every rank sees every batch and scores its share of them
-        stats = batch_stats(self.model(**batch["inputs"]), batch["targets"])
-        self._val_stats = {k: self._val_stats.get(k, 0.0) + v for k, v in stats.items()}
+        add_stats(self._val_stats, batch_stats(self.model(**batch["inputs"]), batch["targets"]))
 
     def on_validation_epoch_start(self):
         self._val_stats = {}
 
     def on_validation_epoch_end(self):
-        keys = ("loss_sum", "tokens", "correct_tokens", "exact", "examples")
         local = torch.tensor(
-            [self._val_stats.get(k, 0.0) for k in keys], dtype=torch.float64, device=self.device
+            [self._val_stats.get(k, 0.0) for k in STAT_KEYS],
+            dtype=torch.float64,
+            device=self.device,
         )
         total = self.trainer.strategy.reduce(local, reduce_op="sum")  # a no-op on one device
-        stats = dict(zip(keys, total.tolist(), strict=True))
+        stats = dict(zip(STAT_KEYS, total.tolist(), strict=True))
         if stats["examples"]:
             metrics = summarise(stats)
+            self.last_validation = {f"val/{k}": float(v) for k, v in metrics.items()}
             # the values are already global; sync_dist only silences Lightning's DDP warning
             self.log("val/loss", metrics["loss"], prog_bar=True, sync_dist=True)
             self.log("val/accuracy", metrics["accuracy"], prog_bar=True, sync_dist=True)
@@ -149,10 +170,18 @@ class LitModel(pl.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint):
-        checkpoint["lengen"] = {"config": self.config, "train_tokens": self.train_tokens}
+        checkpoint["lengen"] = {
+            "config": self.config,
+            "train_tokens": self.train_tokens,
+            # a run resumed after its last validation (killed while evaluating, say) reports it
+            "validation": self.last_validation,
+            "last_logged": self.last_logged,
+        }
 
     def on_load_checkpoint(self, checkpoint):
-        self.train_tokens = checkpoint.get("lengen", {}).get("train_tokens", 0)
+        state = checkpoint.get("lengen", {})
+        self.train_tokens = state.get("train_tokens", 0)
+        self.last_validation = state.get("validation", {})
 
 
 def shard(batch: dict, rank: int, world_size: int) -> dict:
@@ -171,7 +200,7 @@ class _Steps(IterableDataset):
     With n loader workers, worker w builds steps start + w, start + w + n, …; the DataLoader
     takes one batch from each worker in turn, so the stream is the same as without workers."""
 
-    def __init__(self, data: TaskData, start_step: int = 0, rank: int = 0, world_size: int = 1):
+    def __init__(self, data: DataSource, start_step: int = 0, rank: int = 0, world_size: int = 1):
         self.data = data
         self.start_step = start_step
         self.rank = rank
@@ -189,11 +218,11 @@ class _Steps(IterableDataset):
 
 
 class DataModule(pl.LightningDataModule):
-    """Serves ``TaskData`` to Lightning: training stream, in-distribution validation.
+    """Serves a data source to Lightning: training stream, in-distribution validation.
 
     ``num_workers`` (``data.num_workers``) builds training batches in that many processes."""
 
-    def __init__(self, data: TaskData, num_workers: int = 0):
+    def __init__(self, data: DataSource, num_workers: int = 0):
         super().__init__()
         self.data = data
         self.num_workers = num_workers
@@ -210,96 +239,41 @@ class DataModule(pl.LightningDataModule):
         return DataLoader(self.data.val_batches(), batch_size=None)
 
 
-#: Signals that stop training with a checkpoint: SIGTERM (kill, most schedulers) and SIGUSR1
-#: (SLURM's warning before the time limit, e.g. ``sbatch --signal=USR1@120``).
-PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+class CriterionStop(pl.Callback):
+    """Train to a criterion: stop once in-distribution validation ``val/<metric>`` is at or
+    above ``target`` at ``checks`` validations in a row (Lightning's EarlyStopping stops at the
+    first; a streak guards against one lucky check). ``trainer.max_steps`` stays the budget and
+    the learning-rate horizon. Its state travels in checkpoints, so resumed runs stop alike."""
 
-
-def save_checkpoint(trainer: pl.Trainer, path: Path) -> None:
-    """Lightning checkpoint under a temporary name, then renamed into place (rank 0 writes)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    trainer.save_checkpoint(tmp, weights_only=False)  # every rank calls it; rank 0 writes
-    if trainer.is_global_zero:
-        tmp.replace(path)
-    trainer.strategy.barrier("lengen.save_checkpoint")
-
-
-class StepCheckpoint(pl.Callback):
-    """``last.ckpt`` every ``every_n_steps`` steps and when a preemption signal arrives.
-
-    A step's checkpoint is written once the step is complete: at the end of the training batch,
-    or, on steps followed by validation, once validation is done (so a resumed run neither
-    repeats nor skips it). A signal stops training after the next such checkpoint, at the start
-    of the following step (once the finished step is logged); a signal during the last step
-    stops the run after training, before evaluation.
-
-    The signal handlers replace Lightning's own while training runs (Lightning registers its
-    handlers just before ``on_train_start`` and restores the earlier ones at teardown); on SLURM
-    this replaces Lightning's auto-requeue on SIGUSR1 too (see docs/scaling.md).
-    """
-
-    def __init__(self, path: Path, every_n_steps: int | None):
-        self.path = Path(path)
-        self.every_n_steps = every_n_steps
-        self.signum = 0  # set by the handler, at any moment
-        self.stop_signum = 0  # agreed by all ranks at a step's end
-        self.pending = False  # save once this step's validation is done
-        self.saved_step = -1
-
-    def _handle(self, signum, frame) -> None:
-        self.signum = signum
-
-    def on_train_start(self, trainer, pl_module) -> None:
-        self.signum = self.stop_signum = 0
-        self.pending = False
-        for signum in PREEMPTION_SIGNALS:
-            signal.signal(signum, self._handle)
-        self.saved_step = trainer.global_step  # a resumed run's checkpoint holds this step
-
-    def _signalled(self, trainer, pl_module) -> int:
-        """The signal number if any rank received one (all ranks agree)."""
-        if trainer.world_size == 1:
-            return self.signum
-        import torch.distributed as dist
-
-        flag = torch.tensor([self.signum], device=pl_module.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return int(flag.item())
-
-    def save(self, trainer) -> None:
-        if trainer.global_step == self.saved_step:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        save_checkpoint(trainer, self.path)
-        self.saved_step = trainer.global_step
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        step = trainer.global_step  # steps done, this one included
-        self.stop_signum = self._signalled(trainer, pl_module)
-        due = self.every_n_steps and step % self.every_n_steps == 0
-        if not (due or self.stop_signum):
-            return
-        every = trainer.val_check_batch
-        if isinstance(every, int) and step % every == 0 and step < trainer.max_steps:
-            self.pending = True  # validation runs after this step: save after it
-        else:
-            self.save(trainer)
+    def __init__(self, metric: str, target: float, checks: int):
+        self.metric = metric
+        self.target = target
+        self.checks = checks
+        self.streak = 0
+        self.reached_at_step: int | None = None
 
     def on_validation_end(self, trainer, pl_module) -> None:
-        if self.pending and not trainer.sanity_checking:
-            self.pending = False
-            self.save(trainer)
+        value = trainer.callback_metrics.get(f"val/{self.metric}")
+        if trainer.sanity_checking or self.reached_at_step is not None or value is None:
+            return
+        self.streak = self.streak + 1 if float(value) >= self.target else 0
+        if self.streak >= self.checks:
+            self.reached_at_step = trainer.global_step
+            trainer.should_stop = True
 
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        if self.stop_signum:
-            self.save(trainer)  # no-op unless the validation that should save never ran
-            raise Preempted(self.stop_signum, trainer.global_step, self.path)
+    def state_dict(self) -> dict:
+        return {"streak": self.streak, "reached_at_step": self.reached_at_step}
 
-    def on_train_end(self, trainer, pl_module) -> None:
-        # a signal during the last step: training is complete, stop before evaluating
-        signum = self.stop_signum or self._signalled(trainer, pl_module)
-        if signum:
-            self.save(trainer)
-            raise Preempted(signum, trainer.global_step, self.path)
-        if self.pending:
-            self.save(trainer)
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.streak = state_dict["streak"]
+        self.reached_at_step = state_dict["reached_at_step"]
+
+    def record(self) -> dict:
+        """What results.json says: the criterion, and whether and when it was reached."""
+        return {
+            "metric": f"val/{self.metric}",
+            "target": self.target,
+            "checks": self.checks,
+            "reached": self.reached_at_step is not None,
+            "reached_at_step": self.reached_at_step,
+        }

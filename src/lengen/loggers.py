@@ -32,26 +32,108 @@ def wandb(
 ):
     """Weights & Biases, offline unless ``mode`` (or ``WANDB_MODE``) says otherwise.
 
-    Offline runs land in ``<run dir>/wandb/offline-run-*``; upload later with ``wandb sync``.
-    Runs of one ``-m`` sweep share a group (the sweep folder's name) unless ``group`` is set.
+    Everything lands in ``<run dir>/wandb/``: the run in ``offline-run-*/`` (its ``run-*.wandb``
+    is what ``wandb sync <that folder>`` uploads) and wandb's cache, config and staging folders
+    beside it, unless ``WANDB_CACHE_DIR`` / ``WANDB_CONFIG_DIR`` / ``WANDB_DATA_DIR`` say
+    otherwise. The wandb run ends (is flushed to disk) once the results are logged, or when
+    training fails. Runs of one ``-m`` sweep share a group (the sweep folder's name) unless
+    ``group`` is set.
     """
-    mode = mode or os.environ.get("WANDB_MODE") or "offline"
+    # "dryrun": wandb's old name for offline, which Lightning writes into WANDB_MODE (so the
+    # next run of a sweep finds it there)
+    mode = mode or os.environ.get("WANDB_MODE", "").replace("dryrun", "offline") or "offline"
     if mode not in WANDB_MODES:
         raise ValueError(f"logger.mode must be one of {', '.join(WANDB_MODES)}; got {mode!r}")
-    for variable in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR"):
-        os.environ.setdefault(variable, str(Path(save_dir) / ".wandb"))
+    for variable, path in wandb_paths(save_dir).items():
+        _point(variable, path)
     os.environ["WANDB_MODE"] = mode
     group = group or sweep_name()
-    from pytorch_lightning.loggers import WandbLogger
-
-    return WandbLogger(
+    _end_previous_run()
+    logger = wandb_run_logger_class()(
         save_dir=save_dir,
         project=project,
         group=group,
         name=run_name,
         offline=mode == "offline",
         mode=mode,
+        # wandb puts a run in <dir>/.wandb instead of <dir>/wandb whenever <dir>/.wandb exists,
+        # deciding anew each time it computes a path: pin it to wandb/
+        settings={"use_dot_wandb": False},
     )
+    _LAST_LOGGER[:] = [logger]
+    return logger
+
+
+def wandb_paths(save_dir: str) -> dict[str, Path]:
+    """Where wandb writes for a run in ``save_dir``: all of it under ``<save_dir>/wandb``.
+
+    ``WANDB_DIR`` is the folder that holds ``wandb/``; wandb's service logs go under the cache
+    folder. None of these may be a ``.wandb`` folder inside the run directory: wandb would then
+    move part of the run there (see ``wandb``).
+    """
+    root = Path(save_dir)
+    return {
+        "WANDB_DIR": root,
+        "WANDB_CACHE_DIR": root / "wandb" / "cache",
+        "WANDB_CONFIG_DIR": root / "wandb" / "config",
+        "WANDB_DATA_DIR": root / "wandb" / "data",
+    }
+
+
+#: values this module put into os.environ: replaced by the next run of a sweep, while a value
+#: the user set is kept
+_OURS: dict[str, str] = {}
+#: the last wandb logger made in this process: if a failure left its run open, it is ended
+#: before the next run of a sweep starts (Lightning would log the new run into the open one)
+_LAST_LOGGER: list = []
+
+
+def _point(variable: str, path: Path) -> None:
+    current = os.environ.get(variable)
+    if current is None or current == _OURS.get(variable):
+        os.environ[variable] = _OURS[variable] = str(path)
+
+
+def _end_previous_run() -> None:
+    while _LAST_LOGGER:
+        _LAST_LOGGER.pop().end_run(exit_code=1)  # a no-op for a run that ended normally
+
+
+def wandb_run_logger_class():
+    """``WandbRunLogger``: Lightning's ``WandbLogger`` that can end its wandb run. Built on first
+    use (importing Lightning takes seconds) and kept as this module's attribute, where pickle
+    finds it."""
+    if "WandbRunLogger" in globals():
+        return globals()["WandbRunLogger"]
+    from pytorch_lightning.loggers import WandbLogger
+
+    class WandbRunLogger(WandbLogger):
+        """``WandbLogger`` whose wandb run ends with the lengen run.
+
+        Lightning never calls ``wandb.finish()``; left to wandb's exit hook, the run's last
+        records race the shutdown of wandb's service (``HandleAbandonedError`` in debug.log), and
+        in a ``-m`` sweep the next run would log into the still-open one.
+        """
+
+        def end_run(self, exit_code: int = 0) -> None:
+            """Finish the wandb run (flush it to ``run-*.wandb``); a no-op when none is open."""
+            if self._experiment is not None:  # finishing twice is a no-op
+                self._experiment.finish(exit_code=exit_code)
+
+        def finalize(self, status: str) -> None:
+            super().finalize(status)
+            if status == "failed":  # Lightning's hook when training raises
+                self.end_run(exit_code=1)
+
+    WandbRunLogger.__module__, WandbRunLogger.__qualname__ = __name__, "WandbRunLogger"
+    globals()["WandbRunLogger"] = WandbRunLogger
+    return WandbRunLogger
+
+
+def __getattr__(name: str):
+    if name == "WandbRunLogger":
+        return wandb_run_logger_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def sweep_name() -> str | None:
@@ -65,7 +147,9 @@ def sweep_name() -> str | None:
 
 
 def log_results(logger, rows: list[dict], plot_path: Path | None) -> None:
-    """Send the per-length table and the plot to loggers that take tables (wandb).
+    """Send the per-length table and the plot to loggers that take tables (wandb), then end
+    the wandb run: these are the last things a run logs, and a finished run is on disk (its
+    ``run-*.wandb`` complete) before the process, or the next run of a sweep, goes on.
 
     The CSV logger keeps training curves only; per-length numbers live in results.json.
     """
@@ -77,3 +161,5 @@ def log_results(logger, rows: list[dict], plot_path: Path | None) -> None:
     )
     if plot_path is not None and hasattr(logger, "log_image"):
         logger.log_image(key="eval/extrapolation_plot", images=[str(plot_path)])
+    if hasattr(logger, "end_run"):
+        logger.end_run()

@@ -8,14 +8,13 @@ plot) written beside the original, which is never touched.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
-from lengen.checkpoints import load_checkpoint, load_weights
-from lengen.config import ConfigError, validate
+from lengen.checks import ConfigError
+from lengen.config import GROUPS, validate
+from lengen.rundir import load_config, stored_config_refusal
 
 
 def parse_arguments(arguments: Sequence[str]) -> tuple[Path, str | None, list[str]]:
@@ -31,6 +30,13 @@ def parse_arguments(arguments: Sequence[str]) -> tuple[Path, str | None, list[st
             run_dir = Path(value)
         elif key == "tag":
             tag = value
+        elif key.lstrip("+~") in GROUPS or key.endswith(("._target_", ".name")):
+            # another model, encoding or task in the same weights would be labelled as this run
+            raise ConfigError(
+                f"{key}={value}: eval.py re-evaluates the run's own model, encoding and task; "
+                f"allowed: options of them (e.g. pe.scaling=yarn, eval.lengths=[64,128], "
+                f"eval.decoding=greedy)"
+            )
         else:
             overrides.append(argument)
     if run_dir is None:
@@ -40,41 +46,22 @@ def parse_arguments(arguments: Sequence[str]) -> tuple[Path, str | None, list[st
     return run_dir, tag, overrides
 
 
-def load_config(run_dir: Path, overrides: list[str]):
-    config_path = run_dir / "config.yaml"
-    if not config_path.is_file():
-        raise ConfigError(f"run={run_dir}: no config.yaml there; allowed: a lengen run directory")
-    cfg = OmegaConf.load(config_path)
-    OmegaConf.set_struct(cfg, True)
-    for override in overrides:
-        key = override.partition("=")[0]
-        try:
-            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([override]))
-        except OmegaConfBaseException as error:
-            first = str(error).splitlines()[0]
-            raise ConfigError(
-                f"{key}: cannot apply {override!r} to this run's config ({first})"
-            ) from None
-    return cfg
-
-
-def output_paths(run_dir: Path, tag: str | None) -> tuple[str, Path, Path]:
-    """results.<tag>.json and extrapolation.<tag>.png, never an existing name."""
+def free_tag(run_dir: Path, tag: str | None) -> str:
+    """The tag of results.<tag>.json and extrapolation.<tag>.png, never an existing name."""
     base = tag or "eval-" + dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     if not base.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise ConfigError(f"tag={base!r}: allowed: letters, digits, '-', '_' and '.'")
     candidate, counter = base, 1
     while (run_dir / f"results.{candidate}.json").exists():
         candidate, counter = f"{base}-{counter}", counter + 1
-    return (
-        candidate,
-        run_dir / f"results.{candidate}.json",
-        run_dir / f"extrapolation.{candidate}.png",
-    )
+    return candidate
 
 
 def evaluate_run(arguments: Sequence[str]) -> dict:
-    from lengen.train import build, evaluate_and_write
+    from lengen.build import build, check_resources
+    from lengen.checkpoints import load_checkpoint, load_weights
+    from lengen.rundir import RunDirectory
+    from lengen.train import evaluate_and_write
 
     run_dir, tag, overrides = parse_arguments(arguments)
     cfg = load_config(run_dir, overrides)
@@ -84,12 +71,18 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
             f"directory, or finish this one first with resume=true hydra.run.dir={run_dir}"
         )
     validate(cfg)
+    check_resources(cfg)
+    if not os.access(run_dir, os.W_OK):  # found now, not after the whole evaluation
+        raise ConfigError(f"run={run_dir}: the directory is not writable; allowed: a writable run")
     checkpoint = load_checkpoint(run_dir, "run")
+    refusal = stored_config_refusal(run_dir, checkpoint)
+    if refusal is not None:
+        raise ConfigError(refusal)
     data, model, lengths = build(cfg)
     load_weights(model, checkpoint, f"overrides {overrides}")
     import torch
 
-    tag, results_path, plot_path = output_paths(run_dir, tag)
+    tag = free_tag(run_dir, tag)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     lengen_state = checkpoint.get("lengen", {})
     return evaluate_and_write(
@@ -98,8 +91,8 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
         data,
         lengths,
         device=device,
-        results_path=results_path,
-        plot_path=plot_path,
+        directory=RunDirectory(run_dir),
+        tag=tag,
         train_tokens=lengen_state.get("train_tokens", 0),
         extra={
             "overrides": list(overrides),

@@ -45,11 +45,28 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())  # the data is on disk before the name points at it
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the usual file mode
         os.replace(tmp, path)
+        fsync_directory(path.parent)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def fsync_directory(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (a power cut cannot undo it); best effort."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
 
 
 def git_commit() -> str:
@@ -76,6 +93,22 @@ def git_commit() -> str:
         return "unknown"
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what the platform module knows.
+
+    Runs are bit-exact per CPU type, not across types: vectorised kernels differ (AVX2 vs
+    AVX-512, Intel vs AMD), so numbers of a model between regimes can move in the second
+    decimal (README, "Reproducibility across machines")."""
+    try:
+        with open("/proc/cpuinfo") as file:
+            for line in file:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
 def provenance(device: str) -> dict:
     import torch
 
@@ -87,6 +120,8 @@ def provenance(device: str) -> dict:
         "torch": torch.__version__.split("+")[0],
         "python": platform.python_version(),
         "device": device,
+        "cpu": cpu_model(),
+        "threads": torch.get_num_threads(),
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "overrides": hydra_overrides(),
     }
@@ -107,7 +142,7 @@ def build_results(
     described = {name: {**pe.describe(), **pe.describe_options()} for name, pe in stacks.items()}
     # one stack: its encoding's facts; encoder–decoder: per stack (T5's bucket mode differs)
     pe_info = next(iter(described.values())) if len(described) == 1 else described
-    return {
+    results = {
         "pe": cfg.pe.name,
         "model": cfg.model.name,
         "task": cfg.data.name,
@@ -117,7 +152,7 @@ def build_results(
         "train_tokens": train_tokens,
         "position_blind": model.position_blind,
         "pe_info": pe_info,
-        "data": data.describe(),
+        "data": {**data.describe(), "summary": data.training_summary()},
         "eval_settings": {
             "lengths": [row["length"] for row in rows],
             "samples": cfg.eval.samples,
@@ -128,6 +163,52 @@ def build_results(
         "provenance": provenance(device),
         "eval": sort_rows(rows),
     }
+    results["learned"] = learning_verdict(results)
+    if results["learned"] and not results["learned"]["learned"]:
+        results["warnings"] = [*results.get("warnings", []), not_learned_message(results)]
+    return results
+
+
+#: per-token accuracy at the training length below which a run did not learn its task (the
+#: default of aggregation's --min-accuracy): its numbers beyond training say nothing about PEs
+LEARNED_ACCURACY = 0.9
+
+
+def in_distribution_accuracy(results: dict) -> float | None:
+    """Per-token accuracy at the training length (teacher-forced when present); without a row
+    at the training length, the longest in-distribution row; None where no accuracy exists."""
+    rows = [r for r in results["eval"] if r.get("accuracy") is not None]
+    at_train = [r for r in rows if r["length"] == results["train_len"]]
+    if not at_train:
+        in_dist = [r for r in rows if r.get("in_distribution")]
+        longest = max((r["length"] for r in in_dist), default=None)
+        at_train = [r for r in in_dist if r["length"] == longest]
+    if not at_train:
+        return None
+    at_train.sort(key=lambda r: (r["protocol"] != "teacher_forced", r["protocol"]))
+    return float(at_train[0]["accuracy"])
+
+
+def learning_verdict(results: dict, threshold: float = LEARNED_ACCURACY) -> dict | None:
+    """Whether the run learned its task in distribution; None without accuracy (text)."""
+    value = in_distribution_accuracy(results)
+    if value is None:
+        return None
+    return {
+        "metric": "accuracy",
+        "threshold": threshold,
+        "value": value,
+        "learned": value >= threshold,
+    }
+
+
+def not_learned_message(results: dict) -> str:
+    verdict = results["learned"]
+    return (
+        f"not learned in distribution: per-token accuracy {verdict['value']:.2f} at the training "
+        f"length < {verdict['threshold']}; its numbers beyond training say nothing about the "
+        f"encoding (more trainer.max_steps, or trainer.criterion_target)"
+    )
 
 
 def sort_rows(rows: list[dict]) -> list[dict]:
@@ -163,21 +244,34 @@ def load_results(path: str | Path) -> dict:
 
 
 def format_table(rows: list[dict], train_len: int | None = None) -> str:
-    """A plain-text per-length table for the terminal (language modelling: ppl and bits/byte)."""
+    """A plain-text per-length table for the terminal (language modelling: ppl and bits/byte).
+
+    ``baseline``: accuracy / exact match of the most frequent symbol per answer position (the
+    trivial predictor to beat); ``±draws``: the spread over position draws, where evaluated."""
     if any(row.get("ppl") is not None for row in rows):
         return _format_lm_table(rows)
-    header = f"{'length':>8} {'in-dist':>7} {'max_pos':>8} {'n':>6} {'loss':>9} {'accuracy':>9} {'exact':>7}"
+    draws = any(row.get("position_draws", 1) > 1 for row in rows)
+    header = (
+        f"{'length':>8} {'in-dist':>7} {'max_pos':>8} {'n':>6} {'loss':>9} {'accuracy':>9} "
+        f"{'exact':>7} {'baseline':>13}" + (f" {'±draws':>13}" if draws else "")
+    )
     lines = [header, "-" * len(header)]
+
+    def fmt(value, width, digits):
+        return f"{value:>{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+
     for row in rows:
-
-        def fmt(value, width, digits):
-            return f"{value:>{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
-
-        lines.append(
+        baseline = (row.get("baseline_accuracy"), row.get("baseline_exact_match"))
+        base = f"{fmt(baseline[0], 6, 3)} {fmt(baseline[1], 6, 3)}"
+        line = (
             f"{row['length']:>8} {('yes' if row['in_distribution'] else 'no'):>7} "
             f"{row['max_position']:>8} {row['n_examples']:>6} {fmt(row['loss'], 9, 4)} "
-            f"{fmt(row['accuracy'], 9, 4)} {fmt(row['exact_match'], 7, 3)}"
+            f"{fmt(row['accuracy'], 9, 4)} {fmt(row['exact_match'], 7, 3)} {base:>13}"
         )
+        if draws:
+            spread = (row.get("accuracy_draw_std"), row.get("exact_match_draw_std"))
+            line += f" {fmt(spread[0], 6, 3)} {fmt(spread[1], 6, 3)}"
+        lines.append(line)
     return "\n".join(lines)
 
 

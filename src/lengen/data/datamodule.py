@@ -19,32 +19,25 @@ from training at every length, and is identical for every PE, model and training
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from lengen.checks import positive_int
 from lengen.data.curriculum import check_curriculum, curriculum_length
+from lengen.data.source import IGNORE, mix_seed
 from lengen.data.tasks import Task
+
+__all__ = ["IGNORE", "TaskData", "format_batch", "held_out", "max_position", "mix_seed"]
 
 PAD, BOS, SEP, SLOT = 0, 1, 2, 3
 N_SPECIAL = 4
-IGNORE = -100  # cross-entropy ignore_index: unscored target positions
 HELD_OUT_MODULUS = 16
 MODEL_KINDS = ("decoder", "encoder", "encoder_decoder")
 _MAX_DRAW_ROUNDS = 64
-
-
-def mix_seed(*parts: int) -> int:
-    """Deterministic 63-bit seed from integers (e.g. seed, step)."""
-    state = 0x243F6A8885A308D3
-    for part in parts:
-        state = (state ^ (int(part) & 0xFFFFFFFFFFFFFFFF)) * 0x9E3779B97F4A7C15
-        state = (state ^ (state >> 29)) & 0xFFFFFFFFFFFFFFFF
-    return state & 0x7FFFFFFFFFFFFFFF
+#: rounds in a row without a new held-out string after which a length's space counts as drawn
+STALE_ROUNDS = 4
 
 
 def held_out(inputs: Tensor) -> Tensor:
@@ -81,6 +74,18 @@ def format_batch(inputs: Tensor, answers: Tensor, model_kind: str) -> dict:
     raise ValueError(f"model kind must be one of {', '.join(MODEL_KINDS)}; got {model_kind!r}")
 
 
+def first_unique(rows: Tensor) -> Tensor:
+    """The distinct rows of rows (N, n), each at its first occurrence, in order -> (U, n)."""
+    if len(rows) < 2:
+        return rows
+    _, inverse = torch.unique(rows, dim=0, return_inverse=True)  # (N,)
+    index = torch.arange(len(rows))
+    first = torch.full((int(inverse.max()) + 1,), len(rows)).scatter_reduce(
+        0, inverse, index, reduce="amin"
+    )  # (U,): first row of each distinct value
+    return rows[first.sort().values]
+
+
 def max_position(batch: dict) -> int:
     """Positions the model sees for this batch: the longest sequence it processes."""
     return max(t.shape[1] for t in batch["inputs"].values())
@@ -104,6 +109,12 @@ class TaskData:
         eval_seed: the fixed seed of validation and evaluation instances.
         max_steps: the run's ``trainer.max_steps`` (the horizon of ``regular_increase``).
     """
+
+    cheap_to_build = True
+
+    @classmethod
+    def validate_config(cls, cfg) -> None:
+        """Tasks check their keys when built (``__init__``, ``lengen.data.tasks``)."""
 
     def __init__(
         self,
@@ -151,6 +162,14 @@ class TaskData:
         self.curriculum_tau = curriculum_tau
         self.max_steps = max_steps
         self._check_short_lengths()
+
+    def check_eval_lengths(self, lengths: list[int]) -> None:
+        short = [length for length in lengths if length < self.task.min_length]
+        if short:
+            raise ValueError(
+                f"eval.lengths: task {self.task.name} has no instance of length {short[0]}; "
+                f"allowed: lengths >= {self.task.min_length}"
+            )
 
     @property
     def vocab_size(self) -> int:
@@ -214,26 +233,34 @@ class TaskData:
     def held_out_inputs(
         self, length: int, samples: int, seed: int, key: str = "eval.lengths"
     ) -> Tensor:
-        """``samples`` held-out inputs of exactly this length -> (samples, length); ``key`` names
-        the setting that asked for this length in the error raised when none exist."""
+        """Up to ``samples`` distinct held-out inputs of exactly this length -> (n, length).
+
+        Fewer than ``samples`` only where the held-out strings of this length are fewer: draws
+        stop once ``STALE_ROUNDS`` rounds in a row find no new one, so a small space is
+        enumerated (by sampling). ``key`` names the setting that asked for this length in the
+        error raised when none exist."""
         if length < self.task.min_length:
             raise ValueError(
                 f"{key}: task {self.task.name} has no instance of length {length}; allowed: "
                 f"lengths >= {self.task.min_length}"
             )
         generator = torch.Generator().manual_seed(mix_seed(seed, length))
-        kept: list[Tensor] = []
-        found = 0
+        kept = torch.empty(0, length, dtype=torch.long)
+        stale = 0
         # candidates per round: enough for all samples at once, capped at ~4M symbols of memory
         draw = max(4 * HELD_OUT_MODULUS, min(4 * HELD_OUT_MODULUS * samples, (1 << 22) // length))
         rounds = _MAX_DRAW_ROUNDS + 4 * (HELD_OUT_MODULUS * samples // draw)
         for _ in range(rounds):
             candidates = self.task.sample_inputs(length, draw, generator)
-            chosen = candidates[held_out(candidates)]
-            kept.append(chosen)
-            found += len(chosen)
-            if found >= samples:
-                return torch.cat(kept)[:samples]
+            found = first_unique(torch.cat([kept, candidates[held_out(candidates)]]))
+            stale = stale + 1 if len(found) == len(kept) else 0
+            kept = found
+            if len(kept) >= samples:
+                return kept[:samples]
+            if kept.numel() and stale >= STALE_ROUNDS:
+                return kept  # every held-out string of this length, as far as draws can tell
+        if kept.numel():
+            return kept
         raise ValueError(
             f"{key}: cannot draw {samples} held-out instances of length {length} for task "
             f"{self.task.name} (too few distinct strings are held out at this length); allowed: "
@@ -250,7 +277,10 @@ class TaskData:
     ):
         """Formatted evaluation batches at one exact length, from the fixed evaluation seed."""
         seed = self.eval_seed if seed is None else seed
-        inputs = self.held_out_inputs(length, samples, seed, key)
+        yield from self.batches_of(self.held_out_inputs(length, samples, seed, key), batch_size)
+
+    def batches_of(self, inputs: Tensor, batch_size: int) -> Iterator[dict]:
+        """Formatted batches of these inputs (N, n), ``batch_size`` instances at a time."""
         for chunk in inputs.split(batch_size):
             yield format_batch(chunk, self.task.solve(chunk), self.model_kind)
 
@@ -262,46 +292,10 @@ class TaskData:
             )
         )
 
-    def evaluate(
-        self,
-        model,
-        lengths: list[int],
-        *,
-        settings,
-        output_dir=None,
-        tag: str = "",
-        progress: bool = True,
-    ) -> list[dict]:
-        """Results rows at every length (the ``eval`` config group in ``settings``).
-
-        ``output_dir`` and ``tag`` (``""`` for results.json, ``".<tag>"`` for eval.py's
-        results.<tag>.json) say where extra per-run files may go: tasks that locate their answer
-        (``task.depth``, e.g. passkey) write ``accuracy_by_depth<tag>.json`` and ``.png`` there.
-        """
-        from lengen.evaluate import evaluate
-
-        rows = evaluate(
-            model,
-            self,
-            lengths,
-            samples=settings.samples,
-            max_tokens_per_batch=settings.max_tokens_per_batch,
-            protocol=settings.decoding,
-            progress=progress,
-        )
-        locates_answer = type(self.task).depth is not Task.depth  # e.g. passkey
-        if output_dir is not None and locates_answer:
-            from lengen.data.by_depth import depth_report, write_depth_report
-
-            report = depth_report(
-                model,
-                self,
-                lengths,
-                samples=settings.samples,
-                max_tokens_per_batch=settings.max_tokens_per_batch,
-            )
-            write_depth_report(report, Path(output_dir), tag)
-        return rows
+    @property
+    def locates_answer(self) -> bool:
+        """Whether the task says where each instance hides its answer (``task.depth``)."""
+        return type(self.task).depth is not Task.depth
 
     def card(self, eval_lengths: list[int]) -> dict:
         """The run's data card (``data_card.json``): what was trained and evaluated on."""
@@ -346,8 +340,8 @@ class TaskData:
             "val_samples": self.val_samples,
         }
 
-    def card_json(self, eval_lengths: list[int]) -> str:
-        return json.dumps(self.card(eval_lengths), indent=2, ensure_ascii=False) + "\n"
+    def training_summary(self) -> str:
+        return f"trained on lengths {self.min_len}–{self.train_len}"
 
     def describe(self) -> dict:
         return {

@@ -1,19 +1,9 @@
 """Language modelling on real text: ``data=text`` (docs/data.md).
 
-``TextData`` has the duck-typed interface of ``TaskData``: the run builds it, Lightning trains on
-``train_batch(step)`` (random windows of ``data.len`` tokens, a pure function of (seed, step)),
-validates on ``val_batches()`` (disjoint windows at ``data.len``), and after training
-``evaluate()`` scores the validation stream at every eval length under ``eval.protocol``:
-
-* ``nonoverlap`` — disjoint windows of length L, every token scored (Press et al., 2022, main
-  results);
-* ``sliding`` — windows advanced by ``eval.stride`` S, each scoring only its last S tokens (the
-  first window scores all), so every scored token sees at least L − S tokens of context.
-
-Both score exactly the same stretch: the first M targets of the validation stream (tokens 1..M;
-M = ``eval.max_tokens`` or all), at every length. When the windows do not end exactly at M, one
-last window of length L is aligned to end at M and scores only the tokens not yet scored; so
-``nonoverlap`` is ``sliding`` with S = L, by construction.
+``TextData`` is a data source (``lengen.data.source.DataSource``): Lightning trains on
+``train_batch(step)`` (random windows of ``data.len`` tokens, a pure function of (seed, step))
+and validates on ``val_batches()`` (disjoint windows at ``data.len``); after training
+``lengen.evaluation.text`` scores the validation stream (``val_ids``) at every eval length.
 
 Corpus preparation (sources, tokenizers, cache) lives in ``text_prep.py``. torch, numpy,
 datasets and tokenizers are imported inside functions: importing this module is cheap.
@@ -30,31 +20,6 @@ from pathlib import Path
 
 from lengen.data import text_prep
 from lengen.data.text_prep import content_hash, expand_files, file_builder, settings_key
-
-IGNORE = -100  # cross-entropy ignore_index (as lengen.data.datamodule.IGNORE)
-LOGITS_BUDGET = 1 << 26  # logits elements per evaluation batch (256 MiB in fp32)
-
-
-def window_plan(n_targets: int, length: int, stride: int):
-    """Windows scoring exactly targets 1..n_targets of a stream -> (starts, first_scored).
-
-    Window k reads tokens [starts[k], starts[k] + length) and predicts the next token at each
-    position; it scores positions first_scored[k] … length − 1 of its own. Needs
-    length <= n_targets and 1 <= stride <= length."""
-    import numpy as np
-
-    if not 1 <= stride <= length <= n_targets:
-        raise ValueError(
-            f"need 1 <= stride <= length <= n_targets, got {stride, length, n_targets}"
-        )
-    starts = np.arange(0, n_targets - length + 1, stride, dtype=np.int64)  # (W,)
-    first = np.full(len(starts), length - stride, dtype=np.int64)
-    first[0] = 0
-    covered = int(starts[-1]) + length  # targets 1..covered are scored so far
-    if covered < n_targets:  # one last window ending at n_targets scores the rest
-        starts = np.append(starts, n_targets - length)
-        first = np.append(first, length - (n_targets - covered))
-    return starts, first
 
 
 class TextData:
@@ -231,7 +196,14 @@ class TextData:
             builder = builders[split]
             extra = {"keep_linebreaks": True} if builder == "text" else {}
             files = [str(f) for f in found[split]]
-            table = load_dataset(builder, data_files=files, split="train", **extra)
+            with text_prep.local_only():  # local files: no network, cache in data.cache_dir
+                table = load_dataset(
+                    builder,
+                    data_files=files,
+                    split="train",
+                    cache_dir=str(text_prep.datasets_cache(self.cache_dir)),
+                    **extra,
+                )
             field = "text" if builder == "text" else text_field  # plain text: the lines
             return _column(table, field, f"data.files.{split}")
 
@@ -244,9 +216,25 @@ class TextData:
         if local.is_dir() and (
             (local / "dataset_dict.json").is_file() or (local / "state.json").is_file()
         ):
-            loaded = load_from_disk(str(local))  # written by save_to_disk
-        else:  # a hub name, or a directory of data files
-            loaded = load_dataset(str(local) if local.is_dir() else dataset, dataset_config)
+            with text_prep.local_only():
+                loaded = load_from_disk(str(local))  # written by save_to_disk
+        elif local.is_dir():  # a directory of data files: no network, cache in data.cache_dir
+            with text_prep.local_only():
+                loaded = load_dataset(
+                    str(local),
+                    dataset_config,
+                    cache_dir=str(text_prep.datasets_cache(self.cache_dir)),
+                )
+        else:  # a hub name: Hugging Face's cache (HF_HOME), and the network the first time
+            try:
+                loaded = load_dataset(dataset, dataset_config)
+            except Exception as error:  # noqa: BLE001 - offline, unknown or uncached: one line
+                first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                raise ValueError(
+                    f"data.dataset={dataset}: cannot load it from the hub (offline, not cached, "
+                    f"or no such dataset: {first[:200]}); allowed: a local dataset directory, "
+                    f"data.files.train, or a run with network access to cache it first"
+                ) from None
         if not hasattr(loaded, "keys"):  # a single Dataset: its rows are the training split
             loaded = {"train": loaded}
         if "train" not in loaded:
@@ -320,11 +308,28 @@ class TextData:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    # -- interface of the run -----------------------------------------------------------------
+    # -- interface of the run (lengen.data.source.DataSource) ---------------------------------
+    cheap_to_build = False
+
+    @staticmethod
+    def validate_config(cfg) -> None:
+        text_prep.validate_text_config(cfg)
+
+    def card(self, eval_lengths: list[int]) -> None:
+        return None  # describe() records the corpus, tokenizer and split rule
+
+    def check_eval_lengths(self, lengths: list[int]) -> None:
+        available = self.val_ids.shape[0] - 1  # targets of the validation stream
+        if max(lengths) > available:
+            raise ValueError(
+                f"eval.lengths: length {max(lengths)} needs {max(lengths)} scored tokens, but "
+                f"the validation split has {available}; allowed: lengths up to {available}"
+            )
+
     def max_position(self, length: int) -> int:
         return length
 
-    def _windows(self, ids, starts, length: int) -> dict:
+    def windows(self, ids, starts, length: int) -> dict:
         """Windows of length + 1 tokens at ``starts`` -> inputs (B, length), targets (B, length)."""
         import numpy as np
         import torch
@@ -337,12 +342,12 @@ class TextData:
         """Random windows of ``data.len`` tokens: a pure function of (seed, step)."""
         import torch
 
-        from lengen.data.datamodule import mix_seed
+        from lengen.data.source import mix_seed
 
         generator = torch.Generator().manual_seed(mix_seed(self.seed, step))
         high = self.train_ids.shape[0] - self.train_len  # a window needs len + 1 tokens
         starts = torch.randint(0, high, (self.batch_size,), generator=generator)
-        return self._windows(self.train_ids, starts.numpy(), self.train_len)
+        return self.windows(self.train_ids, starts.numpy(), self.train_len)
 
     def train_batches(self, start_step: int = 0):
         step = start_step
@@ -357,9 +362,25 @@ class TextData:
         count = min(self.val_samples, (self.val_ids.shape[0] - 1) // self.train_len)
         starts = np.arange(count) * self.train_len
         return [
-            self._windows(self.val_ids, chunk, self.train_len)
+            self.windows(self.val_ids, chunk, self.train_len)
             for chunk in np.array_split(starts, math.ceil(count / self.batch_size))
         ]
+
+    def training_summary(self) -> str:
+        """E.g. "trained on 128-token windows of test.txt; evaluated on valid.txt"."""
+
+        def name(split: str) -> str:
+            if "files" in self.source:
+                files = self.source["files"].get(split)
+                return ", ".join(Path(f).name for f in files) if files else "?"
+            return f"{self.source['dataset']}[{self.source['splits'].get(split, '?')}]"
+
+        given = "validation" in self.source.get("files", self.source.get("splits", {}))
+        evaluated = name("validation") if given else f"the last part carved off {name('train')}"
+        return (
+            f"trained on {self.train_len}-token windows of {name('train')}; evaluated on "
+            f"{evaluated}"
+        )
 
     def describe(self) -> dict:
         return {
@@ -374,113 +395,6 @@ class TextData:
             "cache": self.cache,
         }
 
-    # -- evaluation -------------------------------------------------------------------------
-    def evaluate(self, model, lengths, *, settings, output_dir=None, tag="", progress=True):
-        """One row per length (perplexity, bits per byte), and the loss by position in the
-        window written to ``loss_by_position<tag>.json`` / ``.png`` in ``output_dir``. Rows also
-        carry ``seconds``, ``peak_mem_mb`` and ``batch_size`` (windows per batch, halved after
-        an out-of-memory error)."""
-        from lengen.measure import measured_with_oom_halving
-
-        protocol = settings.get("protocol", "nonoverlap")
-        stride = settings.get("stride")
-        max_tokens = settings.get("max_tokens")
-        available = self.val_ids.shape[0] - 1  # targets 1..N-1 of the validation stream
-        n_targets = available if max_tokens is None else min(max_tokens, available)
-        rows, by_position = [], {}
-        for length in sorted(set(lengths)):
-            if length > n_targets:
-                raise ValueError(
-                    f"eval.lengths: length {length} needs {length} scored tokens, but "
-                    f"{n_targets} are available (validation split and eval.max_tokens)"
-                )
-            step = length if protocol == "nonoverlap" else min(stride or length, length)
-            (row, position), cost = measured_with_oom_halving(
-                lambda windows, length=length, step=step: self.score(
-                    model, length, step, n_targets, windows, progress
-                ),
-                self.windows_per_batch(length, settings.max_tokens_per_batch),
-                next(model.parameters()).device,
-            )
-            rows.append({**row, "protocol": protocol, "max_tokens": max_tokens, **cost})
-            by_position[length] = position
-        if output_dir is not None:
-            write_position_report(
-                Path(output_dir), tag, by_position, rows, self.train_len, protocol
-            )
-        return rows
-
-    def windows_per_batch(self, length: int, max_tokens_per_batch: int) -> int:
-        """Windows per batch within the token budget and the logits budget."""
-        return max(
-            1, min(max_tokens_per_batch // length, LOGITS_BUDGET // (length * self.vocab_size))
-        )
-
-    def score(self, model, length, stride, n_targets, per_batch, progress):
-        """Score targets 1..n_targets with windows of ``length`` advanced by ``stride``,
-        ``per_batch`` windows at a time."""
-        import numpy as np
-        import torch
-        import torch.nn.functional as F
-        from tqdm.auto import tqdm
-
-        starts, first = window_plan(n_targets, length, stride)
-        device = next(model.parameters()).device
-        was_training = model.training
-        model.eval()
-        position_loss = torch.zeros(length, dtype=torch.float64)
-        position_count = torch.zeros(length, dtype=torch.float64)
-        scored_bytes = 0
-        offsets = torch.arange(length)
-        with torch.no_grad():
-            for begin in tqdm(
-                range(0, len(starts), per_batch),
-                desc=f"evaluate {length}",
-                unit="batch",
-                disable=not progress,
-            ):
-                chunk = starts[begin : begin + per_batch]
-                batch = self._windows(self.val_ids, chunk, length)
-                scored = (
-                    offsets[None, :] >= torch.from_numpy(first[begin : begin + per_batch])[:, None]
-                )
-                logits = model(tokens=batch["inputs"]["tokens"].to(device))  # (B, L, V)
-                nll = (
-                    F.cross_entropy(
-                        logits.float().flatten(0, 1),
-                        batch["targets"].to(device).flatten(),
-                        reduction="none",
-                    )
-                    .view(len(chunk), length)
-                    .double()
-                    .cpu()
-                )  # (B, L)
-                nll = torch.where(scored, nll, 0.0)
-                position_loss += nll.sum(0)
-                position_count += scored.sum(0)
-                target_index = chunk[:, None] + 1 + np.arange(length)  # (B, L) stream indices
-                scored_bytes += int(self.val_bytes[target_index][scored.numpy()].sum())
-        model.train(was_training)
-        total = float(position_loss.sum())
-        tokens = int(position_count.sum())
-        loss = total / tokens
-        row = {
-            "length": length,
-            "in_distribution": length <= self.train_len,
-            "max_position": self.max_position(length),
-            "stride": stride,
-            "n_examples": len(starts),
-            "tokens_scored": tokens,
-            "bytes_scored": scored_bytes,
-            "loss": loss,
-            "ppl": math.exp(loss) if loss < 700 else math.inf,
-            "bits_per_byte": total / math.log(2) / scored_bytes if scored_bytes else None,
-            "accuracy": None,
-            "exact_match": None,
-        }
-        mean = (position_loss / position_count.clamp(min=1)).tolist()
-        return row, {"loss": mean, "count": position_count.long().tolist()}
-
 
 def _column(table, text_field: str, key: str):
     if text_field not in table.column_names:
@@ -489,69 +403,3 @@ def _column(table, text_field: str, key: str):
             f"{', '.join(table.column_names)}"
         )
     return table[text_field]
-
-
-def position_name(tag: str, suffix: str) -> str:
-    return f"loss_by_position{tag}.{suffix}"
-
-
-def write_position_report(output_dir: Path, tag, by_position, rows, train_len, protocol) -> None:
-    """``loss_by_position<tag>.json`` (mean loss and count per window position, per length)
-    and its plot. Position p is the (p+1)-th token of a window: it sees p tokens of context."""
-    from lengen.results import atomic_write_text
-
-    strides = {row["length"]: row["stride"] for row in rows}
-    report = {
-        "protocol": protocol,
-        "train_len": train_len,
-        "note": "position p of a window predicts its token from p tokens of context; "
-        "loss is the mean over scored tokens at that position, count how many were scored",
-        "lengths": {
-            str(length): {
-                "stride": strides[length],
-                "loss": [round(v, 5) for v in values["loss"]],
-                "count": values["count"],
-            }
-            for length, values in by_position.items()
-        },
-    }
-    atomic_write_text(output_dir / position_name(tag, "json"), json.dumps(report) + "\n")
-    plot_loss_by_position(report, output_dir / position_name(tag, "png"))
-
-
-def plot_loss_by_position(report: dict, path: Path, bins: int = 40) -> None:
-    """Mean loss vs position in the window, one line per eval length, training length marked:
-    extrapolation failure shows as loss rising past it. Positions are averaged in up to
-    ``bins`` geometrically growing bins (single positions at the start, where the loss falls
-    fastest; wide bins far out, where a line would otherwise be noise), on a log axis."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
-    for length, values in sorted(report["lengths"].items(), key=lambda kv: int(kv[0])):
-        loss = np.asarray(values["loss"], dtype=np.float64)  # (L,)
-        count = np.asarray(values["count"], dtype=np.float64)  # (L,)
-        edges = np.unique(np.geomspace(1, len(loss) + 1, bins + 1).astype(int) - 1)  # from 0
-        edges = np.append(edges[edges < len(loss)], len(loss))
-        sums = np.add.reduceat(loss * count, edges[:-1])
-        counts = np.add.reduceat(count, edges[:-1])
-        keep = counts > 0
-        centres = (edges[:-1] + edges[1:] - 1) / 2  # mean position of each bin
-        ax.plot(centres[keep] + 1, sums[keep] / counts[keep], marker=".", label=f"length {length}")
-    train_len = report["train_len"]
-    ax.axvline(train_len, color="black", linestyle="--", linewidth=1,
-               label=f"training length ({train_len})")  # fmt: skip
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("position in the window + 1 (tokens of context + 1)")
-    ax.set_ylabel("loss (nats / token)")
-    ax.set_title(f"loss by position · protocol {report['protocol']}")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)

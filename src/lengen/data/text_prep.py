@@ -17,6 +17,7 @@ module is cheap, so ``lengen.config`` can call :func:`validate_text_config` befo
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -81,6 +82,38 @@ def file_builder(key: str, files: list[Path]) -> str:
     return builders.pop()
 
 
+def check_text_files(key: str, files: list[Path], builder: str) -> None:
+    """Refuse, naming ``key``, a file that is empty, or for plain text binary or not UTF-8:
+    found here, before ``datasets`` prints its progress bars and fails deep inside."""
+    import codecs
+
+    for path in files:
+        if path.stat().st_size == 0:
+            raise ValueError(f"{key}: {path} is empty; allowed: files holding text")
+        if builder != "text":
+            continue
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        with open(path, "rb") as handle:
+            while block := handle.read(1 << 22):
+                if b"\0" in block:
+                    raise ValueError(
+                        f"{key}: {path} holds NUL bytes (a binary file?); allowed: UTF-8 text"
+                    )
+                try:
+                    decoder.decode(block)
+                except UnicodeDecodeError as error:
+                    raise ValueError(
+                        f"{key}: {path} is not UTF-8 ({error.reason} at byte {error.start} of a "
+                        f"block); allowed: UTF-8 text (convert it, e.g. iconv -f latin1 -t utf-8)"
+                    ) from None
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise ValueError(
+                f"{key}: {path} ends inside a UTF-8 character; allowed: UTF-8 text"
+            ) from None
+
+
 def content_hash(files: Iterable[Path]) -> str:
     """sha256 of the files' bytes (and sizes, so concatenations cannot collide)."""
     digest = hashlib.sha256()
@@ -94,6 +127,49 @@ def content_hash(files: Iterable[Path]) -> str:
 
 def settings_key(settings: Mapping) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+
+
+# -- loading: local sources touch no network and write only under data.cache_dir ------------
+#: the variables that keep ``datasets`` and ``huggingface_hub`` off the network
+OFFLINE_VARIABLES = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
+
+
+def datasets_cache(cache_dir: Path) -> Path:
+    """Where ``datasets`` keeps its Arrow copies of local sources: ``<data.cache_dir>/datasets``
+    (not ``~/.cache/huggingface``). Hub datasets stay in Hugging Face's own cache."""
+    return Path(cache_dir) / "datasets"
+
+
+@contextlib.contextmanager
+def local_only():
+    """No network while loading local sources (``data.files``, a local ``data.dataset``).
+
+    ``datasets`` pings the hub (a download counter for its packaged ``text``/``json``/``parquet``
+    builders: a DNS lookup and a connection attempt) unless offline. Both libraries read
+    ``HF_DATASETS_OFFLINE``/``HF_HUB_OFFLINE`` once, when imported, into module flags; inside this
+    block the variables are ``1`` and the flags on, and both are put back afterwards, so a hub
+    dataset loaded later in the same process (another run of a sweep) still reaches the hub.
+    """
+    import datasets.config
+    from huggingface_hub import constants
+
+    saved_env = {name: os.environ.get(name) for name in OFFLINE_VARIABLES}
+    flags = [(datasets.config, "HF_HUB_OFFLINE"), (datasets.config, "HF_DATASETS_OFFLINE")]
+    flags.append((constants, "HF_HUB_OFFLINE"))
+    saved_flags = [getattr(module, name) for module, name in flags]
+    os.environ.update(dict.fromkeys(OFFLINE_VARIABLES, "1"))
+    for module, name in flags:
+        setattr(module, name, True)
+    try:
+        yield
+    finally:
+        for (module, name), value in zip(flags, saved_flags, strict=True):
+            setattr(module, name, value)
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 # -- rows -> stream ----------------------------------------------------------------------------
@@ -274,8 +350,8 @@ def encode_stream(tokenizer, rows: list[str], *, with_bytes: bool, desc: str, pr
 # -- validation of the config (called by lengen.config.validate, before heavy imports) ---------
 def validate_text_config(cfg) -> None:
     """Check the text data and text evaluation keys; raise ConfigError naming the key."""
-    from lengen.checks import positive_int
-    from lengen.config import ConfigError, eval_lengths
+    from lengen.checks import ConfigError, positive_int
+    from lengen.config import eval_lengths
 
     data, settings = cfg.data, cfg.eval
     try:
@@ -293,7 +369,8 @@ def validate_text_config(cfg) -> None:
             for split in ("train", "validation"):
                 found = expand_files(f"data.files.{split}", files[split])
                 if found:
-                    file_builder(f"data.files.{split}", found)
+                    builder = file_builder(f"data.files.{split}", found)
+                    check_text_files(f"data.files.{split}", found, builder)
         elif files.validation is not None:
             raise ValueError(
                 "data.files.validation: only with data.files.train; with data.dataset choose "

@@ -67,28 +67,36 @@ def attend(
 ) -> Tensor:
     """q (B, H, Tq, hd), k and v (B, H, Tk, hd) -> (B, H, Tq, hd).
 
-    The q·k logits are scaled by ``pe.attention_scale(Tk) / sqrt(hd)`` (1/sqrt(hd) without a PE).
+    The q·k logits are scaled by ``pe.query_scale(Tq, Tk, causal) / sqrt(hd)`` (1/sqrt(hd)
+    without a PE): one float, or one factor per query, applied to q's rows.
     Which kernel runs (module docstring): SDPA without a bias; the relative-bias path for
     encodings whose bias depends on q − k only, at contiguous positions; query blocks with a
     bias built per block otherwise (FIRE, randomized positions, CoPE).
     """
-    scale = (pe.attention_scale(k.shape[2]) if pe is not None else 1.0) / math.sqrt(q.shape[-1])
-    if pe is None or not (pe.has_bias or pe.has_contextual):
+    scale = pe.query_scale(q.shape[2], k.shape[2], causal, q.device) if pe is not None else 1.0
+    if isinstance(scale, Tensor):  # (Tq,): per-query log-length factors (causal; PE docs)
+        q = (q.float() * scale[:, None]).to(q.dtype)  # scaling q row i scales its logits
+        scale = 1.0
+    scale = scale / math.sqrt(q.shape[-1])
+    path = choose_kernel(
+        pe,
+        kernel,
+        training=torch.is_grad_enabled() and q.requires_grad,
+        device_type=q.device.type,
+        dropout=dropout_p,
+        positions=(q_positions, k_positions),
+        square=q.shape[2] == k.shape[2],
+    )
+    if path == "sdpa":
         if causal and q.shape[2] != k.shape[2]:
             return _sdpa_causal_offset(q, k, v, dropout_p, scale)
         return F.scaled_dot_product_attention(
             q, k, v, is_causal=causal, dropout_p=dropout_p, scale=scale
         )
-    if (
-        pe.has_bias
-        and not pe.has_contextual
-        and pe.bias_is_relative
-        and _contiguous(q_positions)
-        and _contiguous(k_positions)
-    ):
-        if kernel == "flex" and q.shape[2] == k.shape[2] and dropout_p == 0.0:
-            offset = q_positions[:1] - k_positions[:1]
-            return _flex(q, k, v, causal=causal, pe=pe, position_offset=offset, scale=scale)
+    if path == "flex":
+        offset = q_positions[:1] - k_positions[:1]
+        return _flex(q, k, v, causal=causal, pe=pe, position_offset=offset, scale=scale)
+    if path == "relative":
         return relative_bias_attention(
             q,
             k,
@@ -115,6 +123,56 @@ def attend(
     )
 
 
+def choose_kernel(
+    pe: PositionalEncoding | None,
+    option: str = "auto",
+    *,
+    training: bool,
+    device_type: str | None = None,
+    dropout: float = 0.0,
+    positions: tuple[Tensor | None, Tensor | None] | None = None,
+    square: bool = True,
+) -> str:
+    """The one attention-kernel policy -> ``sdpa``, ``relative``, ``flex`` or ``blocked``.
+
+    Called by ``attend`` for every call, by the model constructor (``device_type=None``: only
+    what the config alone can refuse) and by the run once the training device is known. Raises
+    ValueError naming ``model.attention`` when the option cannot run as asked.
+
+    Args:
+        pe: the stack's encoding (None: no positional logits, e.g. cross-attention).
+        option: ``model.attention`` (``KERNELS``).
+        training: whether gradients will flow (FlexAttention has no CPU backward).
+        device_type: ``cpu``, ``cuda``, … or None when not yet known.
+        dropout: the attention dropout probability that will be applied.
+        positions: (query, key) positions of the call; the relative path needs runs of
+            consecutive integers (checked only for relative biases: it costs a host sync).
+            None: not known yet, assumed contiguous.
+        square: as many queries as keys (full passes; cached decoding is not).
+    """
+    if option not in KERNELS:
+        raise ValueError(f"model.attention must be one of {', '.join(KERNELS)}; got {option!r}")
+    if pe is None or not (pe.has_bias or pe.has_contextual):
+        return "sdpa"
+    relative = pe.has_bias and not pe.has_contextual and pe.bias_is_relative
+    if not relative or not (positions is None or all(_contiguous(p) for p in positions)):
+        return "blocked"  # FIRE, randomized positions, CoPE: bias built per query block
+    if option != "flex" or not square:
+        return "relative"  # flex changes nothing for encodings without a relative bias
+    if dropout > 0:
+        raise ValueError(
+            f"model.attention=flex takes no attention dropout, got model.dropout={dropout}; "
+            f"allowed: model.dropout=0.0, or model.attention=auto"
+        )
+    if device_type is not None and device_type != "cuda" and (training or device_type != "cpu"):
+        raise ValueError(
+            f"model.attention=flex cannot {'train' if training else 'evaluate'} on {device_type}: "
+            f"FlexAttention trains on CUDA only and evaluates on CUDA or CPU; allowed here: auto "
+            f"(on CPU, flex serves eval.py re-evaluations)"
+        )
+    return "flex"
+
+
 def _flex(
     q: Tensor, k: Tensor, v: Tensor, *, causal: bool, pe, position_offset: Tensor, scale: float
 ) -> Tensor:
@@ -122,13 +180,6 @@ def _flex(
     (B, H, T, hd); query i at ``position_offset`` + i relative to key i."""
     from lengen.model.flex import flex_relative_attention
 
-    training = torch.is_grad_enabled() and q.requires_grad
-    if q.device.type != "cuda" and (training or q.device.type != "cpu"):
-        raise ValueError(
-            f"model.attention=flex cannot run here ({'training' if training else 'evaluating'} "
-            f"on {q.device.type}): FlexAttention trains on CUDA only and evaluates on CUDA or "
-            f"CPU; allowed here: auto"
-        )
     length = q.shape[2]
     table = _relative_table(pe, length, length, position_offset, False, torch.float32, q.device)
     return flex_relative_attention(q, k, v, table, causal=causal, scale=scale)
@@ -344,13 +395,21 @@ class MultiHeadAttention(nn.Module):
     signal between them would have no meaning.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float, causal: bool, cross: bool):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float,
+        causal: bool,
+        cross: bool,
+        kernel: str = "auto",
+    ):
         super().__init__()
         self.n_heads = n_heads
         self.causal = causal
         self.cross = cross
         self.dropout = dropout
-        self.kernel = "auto"  # model.attention, set by the model for all its layers
+        self.kernel = kernel  # model.attention: choose_kernel decides per call
         self.query = nn.Linear(d_model, d_model)
         self.key_value = nn.Linear(d_model, 2 * d_model)
         self.out = nn.Linear(d_model, d_model)

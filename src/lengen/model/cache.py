@@ -4,9 +4,10 @@
 answer, whose length the task fixes) is scored as one full forward pass over all N tokens would
 score it: the positions are ``pe.positions(N)`` (a fixed random subset under
 ``pe.randomized``), and everything an encoding derives from the whole pass uses all N
-positions: the log-length temperature ``attention_scale(N)``, dynamic-NTK RoPE's ℓ = largest
-position + 1, xPos's centre. Causal attention makes the logits at position t independent of the
-tokens after t, so feeding the tokens a few at a time, with the keys and values of the earlier
+positions: dynamic-NTK RoPE's ℓ = largest position + 1, xPos's centre. The log-length
+temperature is per query in causal attention (``pe.query_scale``: query t sees t + 1 keys,
+cached ones included), so it needs no view of N. Causal attention makes the logits at position t
+independent of the tokens after t, so feeding the tokens a few at a time, with the keys and values of the earlier
 ones kept here, gives exactly the logits of that full pass (tested for every encoding). Teacher
 forcing scores the same function, so at every length greedy decoding and teacher forcing see the
 same positions and the same scales.
@@ -23,8 +24,6 @@ measured ≈ 2.5× slower than storing rotated keys).
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import Tensor
 
@@ -34,21 +33,6 @@ from lengen.pe.base import PositionalEncoding
 def rotates(pe: PositionalEncoding) -> bool:
     """Whether the encoding overrides the rotation hook (RoPE, xPos)."""
     return type(pe).rotate is not PositionalEncoding.rotate
-
-
-def scaled_for_length(pe: PositionalEncoding, total_length: int) -> PositionalEncoding:
-    """A shallow view of ``pe`` whose ``attention_scale`` is that of ``total_length`` keys.
-
-    The attention layer scales logits by ``pe.attention_scale(number of keys given)``; while
-    decoding, fewer keys than the full pass's are given, and the full pass's factor is wanted.
-    The view shares every parameter and buffer with ``pe``.
-    """
-    scale = pe.attention_scale(total_length)
-    if all(pe.attention_scale(length) == scale for length in range(1, total_length)):
-        return pe  # the same factor at every key count (the common case): no view needed
-    view = copy.copy(pe)
-    object.__setattr__(view, "attention_scale", lambda _length: scale)
-    return view
 
 
 def rotation_is_local(pe: PositionalEncoding, positions: Tensor) -> bool:
@@ -139,7 +123,7 @@ class DecodingCache:
         memory: Tensor | None = None,
     ) -> None:
         self.positions = pe.positions(total_length, device)  # (N,), decided once for all steps
-        self.pe = scaled_for_length(pe, total_length)
+        self.pe = pe
         local = rotation_is_local(pe, self.positions)
         self.layers = [LayerCache(self.positions, local) for _ in range(n_layers)]
         self.memory = memory

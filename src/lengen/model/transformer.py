@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 from torch import Tensor, nn
 
-from lengen.checks import positive_int
-from lengen.model.attention import KERNELS, MultiHeadAttention
+from lengen.checks import check_heads, positive_int
+from lengen.model.attention import MultiHeadAttention, choose_kernel
 from lengen.model.cache import DecodingCache, LayerCache
 from lengen.pe.base import PositionalEncoding
 
@@ -34,15 +34,19 @@ PEFactory = Callable[..., PositionalEncoding]
 class Block(nn.Module):
     """Pre-LN block: self-attention, optional cross-attention, GELU MLP."""
 
-    def __init__(self, d_model, n_heads, d_ff, dropout, causal, cross_attention=False):
+    def __init__(
+        self, d_model, n_heads, d_ff, dropout, causal, cross_attention=False, attention="auto"
+    ):
         super().__init__()
         self.norm_attn = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, n_heads, dropout, causal=causal, cross=False)
+        self.attn = MultiHeadAttention(
+            d_model, n_heads, dropout, causal=causal, cross=False, kernel=attention
+        )
         self.cross_attn = None
         if cross_attention:
             self.norm_cross = nn.LayerNorm(d_model)
             self.cross_attn = MultiHeadAttention(
-                d_model, n_heads, dropout, causal=False, cross=True
+                d_model, n_heads, dropout, causal=False, cross=True, kernel=attention
             )
         self.norm_mlp = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
@@ -75,13 +79,17 @@ class Stack(nn.Module):
         dropout,
         causal,
         cross_attention=False,
+        attention="auto",
     ):
         super().__init__()
         self.causal = causal
         self.pe = pe(d_model=d_model, n_heads=n_heads, causal=causal)
+        # what the config alone can refuse (an unknown option, flex with dropout), now
+        choose_kernel(self.pe, attention, training=True, dropout=dropout)
         self.dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
-            Block(d_model, n_heads, d_ff, dropout, causal, cross_attention) for _ in range(n_layers)
+            Block(d_model, n_heads, d_ff, dropout, causal, cross_attention, attention)
+            for _ in range(n_layers)
         )
         self.norm = nn.LayerNorm(d_model)
 
@@ -151,10 +159,7 @@ class _Transformer(nn.Module):
             ("model.d_ff", d_ff),
         ):
             positive_int(key, value)
-        if d_model % n_heads:
-            raise ValueError(
-                f"model.d_model must be divisible by model.n_heads, got {d_model} and {n_heads}"
-            )
+        check_heads(d_model, n_heads)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"model.dropout must be in [0, 1), got {dropout}")
         self.embedding = nn.Embedding(vocab_size, d_model)
@@ -162,33 +167,23 @@ class _Transformer(nn.Module):
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.n_layers = n_layers
         self.output_scale = 1.0
+        self.attention = attention
         sizes = dict(
-            d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff, dropout=dropout
+            d_model=d_model,
+            n_layers=n_layers,
+            n_heads=n_heads,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention=attention,
         )
         self.build_stacks(pe, sizes)
         self._init(tie_embeddings)
-        self._choose_kernel(attention, dropout)
 
-    def _choose_kernel(self, attention: str, dropout: float) -> None:
-        if attention not in KERNELS:
-            raise ValueError(
-                f"model.attention must be one of {', '.join(KERNELS)}; got {attention!r}"
-            )
-        relative = any(
-            pe.has_bias and not pe.has_contextual and pe.bias_is_relative
-            for pe in self.modules()
-            if isinstance(pe, PositionalEncoding)
-        )
-        # flex changes nothing for encodings without a relative bias: they keep SDPA
-        self.uses_flex = attention == "flex" and relative
-        if self.uses_flex and dropout > 0:
-            raise ValueError(
-                f"model.attention=flex takes no attention dropout, got model.dropout={dropout}; "
-                f"allowed: model.dropout=0.0, or model.attention=auto"
-            )
-        for module in self.modules():
-            if isinstance(module, MultiHeadAttention):
-                module.kernel = attention
+    def check_kernel(self, device_type: str, training: bool = True) -> None:
+        """Refuse, naming model.attention, a kernel that cannot run on this device."""
+        for stack in self.modules():
+            if isinstance(stack, Stack):
+                choose_kernel(stack.pe, self.attention, training=training, device_type=device_type)
 
     def build_stacks(self, pe: PEFactory, sizes: dict) -> None:
         raise NotImplementedError

@@ -71,6 +71,7 @@ class ALiBi(PositionalEncoding):
     """
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
+    bias_of_distance = True  # randomized positions randomize the distances (base class)
 
     def __init__(
         self, *, bidirectional: str = "symmetric", learnable_slopes: bool = False, **kwargs
@@ -122,7 +123,8 @@ class ALiBi(PositionalEncoding):
         # heads, q_positions, k_positions broadcast to e.g. (H, Tq, Tk); the result is fp32
         self._fixed_to(q_positions.device)
         with torch.autocast(q_positions.device.type, enabled=False):
-            offset = (q_positions - k_positions).to(torch.float32)  # i − j > 0: key before query
+            # i − j > 0: key before query (randomized distances: d_|i−j| with its sign)
+            offset = self.relative_distance(q_positions, k_positions).to(torch.float32)
             distance = offset.abs()
             slopes = self.slopes[heads]  # e.g. (H, 1, 1)
             if self.causal or self.bidirectional == "symmetric":

@@ -20,15 +20,35 @@ hooks unconditionally; the attention layer asks ``has_bias`` to pick its kernel.
 Two options every encoding takes, implemented here once:
 
 * **Randomized positions** (Ruoss et al., 2023, "Randomized Positional Encodings Boost Length
-  Generalization of Transformers"): with ``randomized=True`` a sequence of length T gets, instead
-  of 0 … T−1, a sorted random subset of T distinct positions from [0, ``max_position``), drawn
-  afresh for every training batch (shared by the batch's rows). ``randomized_eval`` (default
-  true, as in the paper) applies it at evaluation too, with one fixed subset per length so that
-  evaluation stays reproducible and paired; false evaluates on 0 … T−1.
+  Generalization of Transformers"; reference code google-deepmind/randomized_positional_encodings,
+  ``models/positional_encodings.py``): with ``randomized=True`` a sequence of length T gets,
+  instead of 0 … T−1, a sorted random subset of T distinct positions from [0, ``max_position``),
+  drawn afresh for every training batch (shared by the batch's rows): what the reference code
+  does for every encoding it adds or rotates (``noisy_fixed_positional_encodings``: sin/cos,
+  learned, RoPE). Encodings whose logit bias is a function of the query–key *distance*
+  (``bias_of_distance``: ALiBi, T5, KERPLE, Sandwich, FIRE) instead follow the reference code's
+  relative encodings (``compute_noisy_alibi_encodings_biases``,
+  ``compute_attention_with_noisy_relative_encodings``) with ``randomized_relative="distances"``
+  (the default of their yamls): the tokens keep their indices, and the *offsets*
+  1 … T−1 are mapped to a sorted random subset d_1 < … < d_{T−1} of [1, ``max_position``)
+  (d_0 = 0), so the bias of query i and key j is that of distance d_{|i−j|} with the sign of
+  i − j: a Toeplitz bias, the same at every place in the sequence.
+  ``randomized_relative="positions"`` keeps the older scheme, the distance |p_i − p_j| of the
+  random positions (not a function of i − j alone); a missing key (None: run directories
+  written before the option existed, modules built directly) means ``positions``.
+  ``randomized_eval`` (default true, as in the paper) applies the draw at evaluation too, with
+  one fixed draw per length so that evaluation stays reproducible and paired; false evaluates
+  on 0 … T−1. A draw is made by ``positions()`` once per forward pass and shared by all layers
+  of the stack (the reference code draws again in every attention layer, for RoPE and the
+  relative encodings alike).
 * **Log-length attention temperature** (``log_length_scale=True``; Chiang & Cholak, 2022,
   "Overcoming a Theoretical Limitation of Self-Attention"): content logits q·k are multiplied by
-  max(1, log n / log n_train) for a sequence of n keys, so attention does not flatten as
-  sequences outgrow training. Encodings may refine ``attention_scale`` (YaRN does).
+  max(1, log n / log n_train), n the number of keys a query attends to, so attention does not
+  flatten as sequences outgrow training. In causal attention n is per query (query i of a
+  sequence sees i + 1 keys, plus any cached prefix: ``query_scale``), so a token's output never
+  depends on how many tokens follow it; bidirectional attention uses the window's n for every
+  query (``attention_scale``). Encodings may add a constant temperature
+  (``logit_temperature``: YaRN does).
 
 Positional math runs in fp32 whatever the model's precision: bf16 angles at long positions
 would fake extrapolation failures.
@@ -40,6 +60,23 @@ import math
 
 import torch
 from torch import Tensor, nn
+
+from lengen.checks import check_heads
+
+#: ``pe.randomized_relative``: how randomized positions reach a bias of distances
+RANDOMIZED_RELATIVE = ("distances", "positions")
+
+
+def positive_number_or_null(key: str, value) -> float | None:
+    """``value`` as a float if it is a number > 0, None if None; else a ValueError naming key."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(
+            f"{key} must be a number > 0, or null for a default sized from the run's training "
+            f"positions; got {value!r}"
+        )
+    return float(value)
 
 
 class PositionalEncoding(nn.Module):
@@ -54,7 +91,11 @@ class PositionalEncoding(nn.Module):
             evaluation), if known. Only table-based encodings need the last two.
         randomized: draw positions as a sorted random subset of [0, max_position).
         max_position: the range of randomized positions (must cover every sequence length).
-        randomized_eval: also randomize at evaluation (fixed subset per length).
+        randomized_eval: also randomize at evaluation (fixed draw per length).
+        randomized_relative: for encodings with ``bias_of_distance``, ``distances`` (the
+            reference code's randomized distances; the yamls' default) or ``positions``
+            (distances of random positions; what None means, so that run directories written
+            before the option existed re-evaluate as they trained); refused for the others.
         log_length_scale: multiply q·k logits by max(1, log n / log train_positions).
     """
 
@@ -63,6 +104,10 @@ class PositionalEncoding(nn.Module):
     #: True when ``score_bias`` depends on q_position − k_position only (ALiBi, T5, KERPLE,
     #: Sandwich; not FIRE): attention then reads one bias per offset (``relative_bias_table``).
     bias_is_relative = False
+    #: True when ``score_bias`` is a function of the query–key distance (ALiBi, T5, KERPLE,
+    #: Sandwich, FIRE): such encodings read it through ``relative_distance``, which applies
+    #: the randomized distances of ``randomized_relative="distances"``.
+    bias_of_distance = False
 
     def __init__(
         self,
@@ -75,13 +120,11 @@ class PositionalEncoding(nn.Module):
         randomized: bool = False,
         max_position: int | None = None,
         randomized_eval: bool = True,
+        randomized_relative: str | None = None,
         log_length_scale: bool = False,
     ) -> None:
         super().__init__()
-        if d_model % n_heads:
-            raise ValueError(
-                f"model.d_model must be divisible by model.n_heads, got {d_model} and {n_heads}"
-            )
+        check_heads(d_model, n_heads)
         if self.causal_only and not causal:
             raise ValueError(
                 f"pe: {type(self).__name__} is defined for causal attention only; allowed: "
@@ -115,6 +158,34 @@ class PositionalEncoding(nn.Module):
         self.max_position = max_position
         self.randomized_eval = randomized_eval
         self.log_length_scale = log_length_scale
+        if randomized_relative is not None and not self.bias_of_distance:
+            raise ValueError(
+                f"pe.randomized_relative applies to bias encodings of distances (alibi, t5, "
+                f"kerple, sandwich, fire), not to {type(self).__name__}; allowed here: null"
+            )
+        if randomized_relative is None and self.bias_of_distance:
+            # the key is absent: a run directory written before the option existed, whose
+            # model trained with random positions, or a module built directly; new runs get
+            # ``distances`` from their yaml (configs/pe/<name>.yaml)
+            randomized_relative = "positions"
+        if randomized_relative is not None and randomized_relative not in RANDOMIZED_RELATIVE:
+            raise ValueError(
+                f"pe.randomized_relative must be one of {', '.join(RANDOMIZED_RELATIVE)}; got "
+                f"{randomized_relative!r}"
+            )
+        self.randomized_relative = randomized_relative
+        #: randomized distances: the bias is Toeplitz within a pass but its table changes with
+        #: every draw, so attention builds it per query block (the per-offset table path and its
+        #: cached dense masks assume a fixed bias per offset)
+        self.randomizes_distances = randomized and randomized_relative == "distances"
+        if self.randomizes_distances:
+            self.bias_is_relative = False
+        #: distances of this pass's offsets 0 … T−1 (int64, (T,)), set by ``positions()`` when
+        #: ``randomizes_distances`` applies, else None
+        self._distances: Tensor | None = None
+        #: the seed of evaluation's position draw (``lengen.evaluation.tasks`` sets it per
+        #: length and draw, ``eval.position_draws``); None: one fixed draw per length
+        self.draw_seed: int | None = None
 
     def require_even_head_dim(self, name: str) -> None:
         """Rotations pair a head's dimensions: refuse an odd head dimension, naming the keys."""
@@ -130,24 +201,104 @@ class PositionalEncoding(nn.Module):
         """How many distinct positions this encoding can be asked about."""
         return self.max_position if self.randomized else self.max_positions
 
+    @property
+    def randomizing(self) -> bool:
+        """Whether this pass draws randomized positions (training, or ``randomized_eval``)."""
+        return self.randomized and (self.training or self.randomized_eval)
+
     def positions(self, length: int, device: torch.device | None = None) -> Tensor:
-        """The positions of a length-T sequence -> (T,) int64: 0 … T−1 or a random subset."""
-        if not self.randomized or not (self.training or self.randomized_eval):
+        """The positions of a length-T sequence -> (T,) int64: 0 … T−1 or a random subset.
+
+        Under randomized distances the positions stay 0 … T−1 and this call draws the pass's
+        distances (``relative_distance``). Training draws from the global (seeded) RNG,
+        evaluation uses one fixed draw per length."""
+        self._distances = None
+        if not self.randomizing:
             return torch.arange(length, device=device)
         if length > self.max_position:
             raise ValueError(
                 f"pe.max_position={self.max_position} is shorter than a sequence of {length}"
             )
-        # training: a fresh draw from the global (seeded) RNG; evaluation: fixed per length
-        generator = None if self.training else torch.Generator().manual_seed(length)
+        seed = length if self.draw_seed is None else self.draw_seed
+        generator = None if self.training else torch.Generator().manual_seed(seed)
+        if self.randomizes_distances:
+            # offsets 1 … T−1 -> a sorted random subset of the distances 1 … max_position − 1
+            drawn = torch.randperm(self.max_position - 1, generator=generator)[: length - 1] + 1
+            zero = torch.zeros(1, dtype=drawn.dtype)
+            self._distances = torch.cat((zero, drawn.sort().values)).to(device)  # (T,)
+            return torch.arange(length, device=device)
         chosen = torch.randperm(self.max_position, generator=generator)[:length]
         return chosen.sort().values.to(device)
 
-    def attention_scale(self, length: int) -> float:
-        """Multiplier of the q·k logits for a sequence of ``length`` keys (1.0 by default)."""
-        if not self.log_length_scale or not self.train_positions or length <= self.train_positions:
+    def relative_distance(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
+        """Signed distance "query − key" of broadcastable integer positions -> int64.
+
+        q − k itself, or under randomized distances d_{|q − k|} with the sign of q − k (the
+        distances drawn by the last ``positions()`` call). Bias encodings of distances read
+        their distances here; FIRE also reads its query position as the distance to key 0."""
+        offset = q_positions - k_positions
+        distances = self._distances
+        if distances is None:
+            return offset
+        if distances.device != offset.device:
+            distances = self._distances = distances.to(offset.device)
+        magnitude = offset.abs()
+        if magnitude.numel() and int(magnitude.max()) >= len(distances):
+            raise ValueError(
+                f"pe.randomized_relative=distances: offset {int(magnitude.max())} exceeds the "
+                f"{len(distances)} positions drawn for this pass (positions() of a shorter "
+                f"sequence)"
+            )
+        return distances[magnitude] * offset.sign()
+
+    # -- attention temperature --------------------------------------------------------------
+    def logit_temperature(self) -> float:
+        """A constant multiplier of the q·k logits, the same at every length (1.0; YaRN's)."""
+        return 1.0
+
+    def length_factor(self, keys: int) -> float:
+        """The log-length factor for a query attending to ``keys`` keys: max(1, log n /
+        log n_train) with ``log_length_scale``, else 1.0."""
+        if not self.log_length_scale or not self.train_positions or keys <= self.train_positions:
             return 1.0
-        return math.log(length) / math.log(max(self.train_positions, 2))
+        return math.log(keys) / math.log(max(self.train_positions, 2))
+
+    def attention_scale(self, length: int) -> float:
+        """Multiplier of the q·k logits when every query attends to ``length`` keys
+        (bidirectional attention): ``logit_temperature() · length_factor(length)``."""
+        return self.length_factor(length) * self.logit_temperature()
+
+    def query_scale(
+        self, q_len: int, k_len: int, causal: bool, device: torch.device | None = None
+    ) -> Tensor | float:
+        """Multiplier of each query's q·k logits: a float when all queries share it, else
+        (Tq,) fp32.
+
+        Causal attention with ``log_length_scale``: the Tq queries are the last ones of k_len
+        keys (a cached prefix included), so query i sees k_len − Tq + i + 1 keys and gets
+        ``length_factor`` of that count; it never depends on later tokens. Otherwise (and
+        whenever no query sees more keys than training did) ``attention_scale(k_len)``, a
+        float, exactly as without the option."""
+        if not causal:
+            return self.attention_scale(k_len)
+        if self.length_factor(k_len) == 1.0:  # no query sees more keys than training did
+            # the same float as attention_scale(k_len), computed without it: a decoding cache
+            # may pin attention_scale to the full sequence's (lengen.model.cache)
+            return self.length_factor(k_len) * self.logit_temperature()
+        keys = torch.arange(k_len - q_len + 1, k_len + 1, dtype=torch.float64)  # per query
+        factor = (keys.log() / math.log(max(self.train_positions, 2))).clamp(min=1.0)
+        scale = factor * self.logit_temperature()  # float64 on the CPU, like the float path
+        return scale.to(device=device, dtype=torch.float32)  # (Tq,)
+
+    def length_global(self) -> str | None:
+        """Why this encoding's outputs at a position depend on the sequence's total length
+        even in causal attention (a method that is global by definition), or None."""
+        if self.randomized and self.randomized_eval:
+            return (
+                "randomized positions: evaluation draws positions (or distances) for the whole "
+                "sequence's length, so a prefix gets a different draw"
+            )
+        return None
 
     # -- hooks -----------------------------------------------------------------------------
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
@@ -216,6 +367,11 @@ class PositionalEncoding(nn.Module):
                 max_position=self.max_position,
                 randomized_eval=self.randomized_eval,
             )
+            if self.randomized_relative is not None:
+                options["randomized_relative"] = self.randomized_relative
         if self.log_length_scale:
             options["log_length_scale"] = True
+        reason = self.length_global()
+        if reason is not None:
+            options["length_global"] = reason
         return options

@@ -13,10 +13,25 @@ the input ψ(i − j)/ψ(i) stays in [0, 1] however long the sequence grows).
 
 Details as in the paper's reference code (its appendix listing): c is initialised to 0.1 and
 enters as ψ(x) = log(|c·x| + 1); L = |ℓ| · L₀ with a learnable multiplier ℓ (initialised to 1) of
-a fixed initial threshold L₀ = 512 (``pe.init_threshold``); the normaliser gets + 1e-6; the MLP
+a fixed initial threshold L₀ (``pe.init_threshold``; 512 in the listing); the normaliser gets
++ 1e-6; the MLP
 has PyTorch's default ``nn.Linear`` initialisation (uniform ±1/√fan_in). The MLP is stored as
 plain parameters rather than ``nn.Linear`` so that the model's GPT-2 re-initialisation of linear
 layers leaves the paper's initialisation alone.
+
+**Threshold sized for the run.** The paper's L₀ = 512 belongs to its language models trained
+on 2,048 tokens: queries past a quarter of the training length are progressively interpolated
+in training already. This tool trains on 16–258 positions, where L₀ = 512 would keep every
+training query (and every evaluation query up to 512) below the threshold: the normaliser is
+the constant ψ(512), the MLP only ever sees inputs ψ(i − j)/ψ(512) below ψ(train)/ψ(512), and
+evaluation past training feeds it inputs it never saw: no interpolation at all.
+``pe.init_threshold: null`` (the default) keeps the paper's ratio, L₀ = train_positions / 4;
+without known training positions (a module built directly) the paper's 512.
+``pe.init_threshold=512`` restores the paper's value; ``describe()`` records L₀ and its source.
+
+Randomized positions (``pe.randomized``): with ``randomized_relative=distances`` (the yaml's
+default) i − j is replaced by the drawn distance d_{i−j} and the query position i by d_i, its
+drawn distance to the first token (our choice; Ruoss et al.'s code has no FIRE).
 
 Our choices where the paper is silent: a non-causal stack uses |i − j| in the numerator (which
 is also what the reference code's |c·(i − j)| computes) and keeps ψ(max(L, i)) with i the query
@@ -33,7 +48,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from lengen.pe.base import PositionalEncoding
+from lengen.pe.base import PositionalEncoding, positive_number_or_null
 
 #: the paper's constant added to the normaliser ψ(max(L, i))
 NORMALISER_EPS = 1e-6
@@ -44,14 +59,21 @@ def fire_log_transform(x: Tensor, c: Tensor) -> Tensor:
     return torch.log1p((c * x.to(torch.float32)).abs())
 
 
+def fire_interpolated_input(
+    distance: Tensor, query_position: Tensor, c: Tensor, threshold: Tensor
+) -> Tensor:
+    """ψ(distance) / (ψ(max(L, query_position)) + 1e-6), broadcastable -> fp32."""
+    normaliser = torch.maximum(query_position.to(torch.float32), threshold)
+    return fire_log_transform(distance, c) / (fire_log_transform(normaliser, c) + NORMALISER_EPS)
+
+
 def fire_normalized_distance(
     q_positions: Tensor, k_positions: Tensor, c: Tensor, threshold: Tensor
 ) -> Tensor:
     """ψ(|i − j|) / (ψ(max(L, i)) + 1e-6) for broadcastable query positions i and key
     positions j -> fp32 of the broadcast shape."""
     distance = (q_positions - k_positions).abs()
-    normaliser = torch.maximum(q_positions.to(torch.float32), threshold)
-    return fire_log_transform(distance, c) / (fire_log_transform(normaliser, c) + NORMALISER_EPS)
+    return fire_interpolated_input(distance, q_positions, c, threshold)
 
 
 def fire_mlp(
@@ -71,24 +93,31 @@ class FIRE(PositionalEncoding):
     Args:
         mlp_width: hidden units of f_θ (32 in the paper).
         init_c: initial log-transform scale c (0.1 in the paper).
-        init_threshold: L₀, the initial threshold L (512 in the paper).
+        init_threshold: L₀, the initial threshold L; None = train_positions / 4 (the paper's
+            512 for 2,048-token training), or 512 when the training positions are unknown.
     """
+
+    bias_of_distance = True  # randomized positions randomize the distances (base class)
+    #: the paper's initial threshold and the training length it served (Li et al., 2023)
+    PAPER_THRESHOLD, PAPER_TRAIN_LENGTH = 512.0, 2048
 
     def __init__(
         self,
         *,
         mlp_width: int = 32,
         init_c: float = 0.1,
-        init_threshold: float = 512.0,
+        init_threshold: float | None = None,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
         if isinstance(mlp_width, bool) or not isinstance(mlp_width, int) or mlp_width < 1:
             raise ValueError(f"pe.mlp_width must be a positive integer, got {mlp_width!r}")
-        if not init_c > 0:
-            raise ValueError(f"pe.init_c must be > 0, got {init_c}")
-        if not init_threshold > 0:
-            raise ValueError(f"pe.init_threshold must be > 0, got {init_threshold}")
+        if isinstance(init_c, bool) or not isinstance(init_c, (int, float)) or not init_c > 0:
+            raise ValueError(f"pe.init_c must be a number > 0, got {init_c!r}")
+        init_threshold = positive_number_or_null("pe.init_threshold", init_threshold)
+        self.init_threshold_source = "given"
+        if init_threshold is None:
+            init_threshold, self.init_threshold_source = self.default_threshold()
         self.mlp_width = mlp_width
         self.init_threshold = float(init_threshold)
         self.c = nn.Parameter(torch.tensor(float(init_c)))
@@ -101,6 +130,13 @@ class FIRE(PositionalEncoding):
             torch.empty(self.n_heads, mlp_width).uniform_(-out_bound, out_bound)
         )
         self.mlp_out_bias = nn.Parameter(torch.empty(self.n_heads).uniform_(-out_bound, out_bound))
+
+    def default_threshold(self) -> tuple[float, str]:
+        """``pe.init_threshold: null`` -> (L₀, where it came from)."""
+        if not self.train_positions:
+            return self.PAPER_THRESHOLD, "the paper's 512 (training positions unknown)"
+        ratio = self.PAPER_TRAIN_LENGTH / self.PAPER_THRESHOLD  # 4
+        return self.train_positions / ratio, f"train_positions {self.train_positions} / 4"
 
     @property
     def threshold(self) -> Tensor:
@@ -120,8 +156,11 @@ class FIRE(PositionalEncoding):
     def score_bias(self, heads: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         # heads, q_positions, k_positions broadcast to e.g. (H, Tq, Tk); the result is fp32
         with torch.autocast(q_positions.device.type, enabled=False):
-            x = fire_normalized_distance(
-                q_positions, k_positions, self.c.to(torch.float32), self.threshold
+            # |i − j| and i, or the randomized distances d_|i−j| and d_i (base class)
+            distance = self.relative_distance(q_positions, k_positions).abs()
+            query = self.relative_distance(q_positions, torch.zeros_like(q_positions))
+            x = fire_interpolated_input(
+                distance, query, self.c.to(torch.float32), self.threshold
             )  # e.g. (1, Tq, Tk)
             values = self.mlp(x)  # e.g. (1, Tq, Tk, H)
             shape = torch.broadcast_shapes(heads.shape, x.shape)  # e.g. (H, Tq, Tk)
@@ -132,5 +171,7 @@ class FIRE(PositionalEncoding):
         return {
             "mlp_width": self.mlp_width,
             "c": round(float(self.c.detach()), 8),
+            "init_threshold": self.init_threshold,
+            "init_threshold_from": self.init_threshold_source,
             "threshold": round(float(self.threshold.detach()), 6),
         }

@@ -58,6 +58,7 @@ class KERPLE(PositionalEncoding):
     """
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
+    bias_of_distance = True  # randomized positions randomize the distances (base class)
 
     def __init__(self, *, variant: str = "log", **kwargs) -> None:
         super().__init__(**kwargs)
@@ -79,7 +80,7 @@ class KERPLE(PositionalEncoding):
         # heads, q_positions, k_positions broadcast to e.g. (H, Tq, Tk); the result is fp32
         self.project_parameters()
         with torch.autocast(q_positions.device.type, enabled=False):
-            distance = (q_positions - k_positions).abs()  # e.g. (1, Tq, Tk)
+            distance = self.relative_distance(q_positions, k_positions).abs()  # e.g. (1, Tq, Tk)
             r1 = self.r1.to(torch.float32)[heads]  # e.g. (H, 1, 1)
             r2 = self.r2.to(torch.float32)[heads]
             return kerple_bias(distance, r1, r2, self.variant)

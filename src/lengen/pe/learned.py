@@ -5,7 +5,10 @@ explicit, recorded policy (``pe.policy``):
 
 * ``extend`` (default): the table is sized to the longest position evaluation needs; rows past
   the training positions keep their random initialisation. This measures what such a model
-  actually does when fed longer inputs.
+  actually does when fed longer inputs. Only the rows training can reach are parameters
+  (``table``); the rows past them are a buffer (``extension``, not in checkpoints), so the
+  trained part never depends on evaluation settings: a run resumed or re-evaluated at other
+  lengths finds the same parameters and optimiser state.
 * ``error``: the table holds the training positions only and any longer evaluation is refused
   before training starts.
 """
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 import math
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lengen.pe.base import PositionalEncoding
@@ -44,6 +49,7 @@ class Learned(PositionalEncoding):
             raise ValueError(f"pe.policy must be one of {', '.join(POLICIES)}; got {policy!r}")
         trained = self.train_positions
         needed = max(p for p in (self.train_positions, self.position_range, 1) if p is not None)
+        explicit = table_size
         if table_size is None:
             table_size = needed if policy == "extend" else (trained or needed)
         if table_size < 1:
@@ -55,26 +61,47 @@ class Learned(PositionalEncoding):
                 f"or eval lengths within the table"
             )
         self.policy = policy
-        self.table = nn.Embedding(table_size, self.d_model)
-        nn.init.normal_(self.table.weight, std=init_std or self.d_model**-0.5)
+        # drawn as one table, as before the split, so the random stream (and every later
+        # initialisation) is what it was: the same seed gives the same model
+        full = nn.Embedding(table_size, self.d_model)
+        nn.init.normal_(full.weight, std=init_std or self.d_model**-0.5)
+        # rows training reaches: all of [0, max_position) under randomized positions
+        reachable = self.max_position if self.randomized else trained
+        derived = policy == "extend" and explicit is None and reachable is not None
+        kept = min(table_size, reachable) if derived else table_size
+        self.table = nn.Embedding(kept, self.d_model, _weight=full.weight.detach()[:kept].clone())
+        self.register_buffer("extension", full.weight.detach()[kept:].clone(), persistent=False)
         self.scale = math.sqrt(self.d_model)
+
+    @property
+    def rows(self) -> int:
+        return self.table.num_embeddings + self.extension.shape[0]
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
         # x: (B, T, D); positions: (T,) or (B, T)
-        if int(positions.max()) >= self.table.num_embeddings:
+        if int(positions.max()) >= self.rows:
             raise ValueError(
                 f"pe=learned: position {int(positions.max())} is past the table "
-                f"({self.table.num_embeddings} rows); allowed: pe.policy=extend or shorter lengths"
+                f"({self.rows} rows); allowed: pe.policy=extend or shorter lengths"
             )
-        return x + self.scale * self.table(positions).to(x.dtype)
+        table = self.table.weight
+        if len(self.extension):  # (rows, D): trained rows, then the untrained ones
+            table = torch.cat([table, self.extension])
+        return x + self.scale * F.embedding(positions, table).to(x.dtype)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # A checkpoint's table may be shorter than this run needs (eval.py at longer lengths):
-        # its rows fill the start of this table; the rest keep their initialisation, as the
-        # untrained rows of policy=extend do.
+        # Checkpoints of runs from before the split hold one table of every row: its first
+        # rows are the parameters, the rest fill the untrained extension. A checkpoint shorter
+        # than this run needs fills the start (eval.py at longer lengths); the other rows keep
+        # their initialisation, as the untrained rows of policy=extend do.
         key = prefix + "table.weight"
         saved = state_dict.get(key)
-        if saved is not None and saved.shape[0] < self.table.num_embeddings:
+        kept = self.table.num_embeddings
+        if saved is not None and saved.shape[0] > kept:
+            extra = saved[kept : kept + len(self.extension)]
+            self.extension[: len(extra)] = extra.to(self.extension)
+            state_dict[key] = saved[:kept]
+        elif saved is not None and saved.shape[0] < kept:
             merged = self.table.weight.detach().clone()
             merged[: saved.shape[0]] = saved
             state_dict[key] = merged
@@ -83,7 +110,8 @@ class Learned(PositionalEncoding):
     def describe(self) -> dict:
         return {
             "policy": self.policy,
-            "table_size": self.table.num_embeddings,
+            "table_size": self.rows,
+            "trained_rows": self.table.num_embeddings,
             "trained_positions": self.train_positions,
         }
 

@@ -29,221 +29,62 @@ frequencies θ_0 … θ_{k−1} keep their RoPE values; the d/2 − k lowest-fre
 frequencies are unchanged (truncation, not re-spacing). Combined with ``fraction``, p applies
 to the r rotated dimensions (d = r).
 
-**Context extension** (``pe.scaling`` with factor s = ``pe.scaling_factor`` ≥ 1 and
-L = ``pe.original_max_position``, by default the number of positions seen in training):
+**Context extension** (``pe.scaling``: ``pi``, ``ntk``, ``dynamic_ntk``, ``yarn``) changes the
+frequencies only; the formulas, their sources and where the reference code differs from the
+papers are in ``lengen.pe.rope_frequencies``, with the frequency math itself.
 
-* ``pi`` — Position Interpolation (Chen et al., 2023, "Extending Context Window of Large
-  Language Models via Positional Interpolation"): positions divided by s, implemented as
-  θ_i / s (the same angles p · θ_i / s).
-* ``ntk`` — "NTK-aware" interpolation (bloc97, 2023; YaRN paper §3.1):
-  base' = base · s^(d/(d−2)). The highest frequency θ_0 = 1 is kept, the lowest is divided by
-  exactly s.
-* ``dynamic_ntk`` — Dynamic NTK (emozilla, 2023; YaRN paper §3.3; Hugging Face ``dynamic``,
-  ``_compute_dynamic_ntk_parameters``): for a sequence of ℓ positions (ℓ = largest key
-  position + 1, as Hugging Face's max(position_ids) + 1),
-  base' = base · (s · ℓ/L − (s − 1))^(d/(d−2)) when ℓ > L, plain RoPE when ℓ ≤ L. At s = 1 this
-  is the YaRN paper's Dynamic NTK, s' = max(1, ℓ/L) — **not** a no-op beyond L.
-  All positions of a forward pass use the frequencies of that pass's ℓ (a full forward pass,
-  no cached keys rotated with a shorter ℓ).
-* ``yarn`` — YaRN (Peng et al., 2024, "YaRN: Efficient Context Window Extension of Large
-  Language Models", ICLR; §3.2 "NTK-by-parts" interpolation and §3.4 YaRN): with wavelength
-  λ_i = 2π/θ_i and r_i = L/λ_i, the ramp γ(r) = 0 for r < α, 1 for r > β, (r − α)/(β − α)
-  otherwise (α = ``yarn_alpha`` = 1, β = ``yarn_beta`` = 32, the paper's values for LLaMA), and
-  θ'_i = (1 − γ(r_i)) · θ_i/s + γ(r_i) · θ_i: pairs with many rotations inside L (r > β) are
-  left as they are (extrapolated), pairs with less than α rotations are interpolated like PI,
-  and the ramp is linear in r in between. The attention temperature √(1/t) = 0.1 ln s + 1 scales
-  both q and k, i.e. the logits are multiplied by (0.1 ln s + 1)² (``attention_scale``).
-  Convention: the ramp is the paper's, linear in r; the authors' code (and Hugging Face) ramps
-  linearly in the pair index between floor/ceil of the index where r = β and r = α, which
-  differs slightly inside the ramp (the pairs fully kept or fully interpolated are the same).
-
-With s = 1, ``pi``, ``ntk`` and ``yarn`` equal plain RoPE exactly (tested). Scaling is static
-(applied at every length, training included) except ``dynamic_ntk``. It is meant for
-``eval.py run=… pe.scaling=yarn pe.scaling_factor=4`` re-evaluations of a trained checkpoint:
-no option adds parameters, so checkpoints load unchanged.
-
-The frequency math is pure functions at the top of this module (``rope_inverse_frequencies``
-and its parts) for tests, notebooks and plots.
+The frequency math is pure functions in ``lengen.pe.rope_frequencies`` (``rope_inverse_frequencies``
+and its parts), the rotation pure functions at the top of this module, for tests, notebooks and
+plots.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 from torch import Tensor
 
 from lengen.checks import positive_int
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.rope_frequencies import (
+    NEEDS_ORIGINAL_LENGTH,
+    SCALINGS,
+    YARN_RAMPS,
+    _is_number,
+    check_scaling,
+    check_yarn_ramp,
+    p_rope_pairs,
+    rope_inverse_frequencies,
+    rotary_dimension,
+    yarn_logit_scale,
+    yarn_ramp,
+)
 from lengen.pe.sinusoidal import sinusoid_inverse_frequencies
 
+#: the frequency math lives in lengen.pe.rope_frequencies; its public names are this module's too
+__all__ = [
+    "LAYOUTS",
+    "NEEDS_ORIGINAL_LENGTH",
+    "SCALINGS",
+    "YARN_RAMPS",
+    "RoPE",
+    "apply_rope",
+    "check_layout",
+    "p_rope_pairs",
+    "rope_angles",
+    "rope_inverse_frequencies",
+    "rotary_dimension",
+    "rotate_pairs",
+    "yarn_logit_scale",
+    "yarn_ramp",
+]
+
 LAYOUTS = ("interleaved", "half")
-SCALINGS = ("none", "pi", "ntk", "dynamic_ntk", "yarn")
-#: scalings that need the original (training) context length
-NEEDS_ORIGINAL_LENGTH = ("dynamic_ntk", "yarn")
 
 
 # -- checks shared by the functions and the module ---------------------------------------------
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def check_layout(layout: str) -> None:
     if layout not in LAYOUTS:
         raise ValueError(f"pe.layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
-
-
-def check_scaling(scaling: str, factor: float) -> None:
-    if scaling not in SCALINGS:
-        raise ValueError(f"pe.scaling must be one of {', '.join(SCALINGS)}; got {scaling!r}")
-    if not _is_number(factor) or not factor >= 1:
-        raise ValueError(f"pe.scaling_factor must be a number >= 1, got {factor!r}")
-
-
-# -- dimensions --------------------------------------------------------------------------------
-def rotary_dimension(head_dim: int, fraction: float = 1.0) -> int:
-    """Dimensions rotated under partial rotary: int(fraction · head_dim) rounded down to an even
-    number, at least 2 (GPT-NeoX ``rotary_ndims = int(head_dim * rotary_pct)``)."""
-    if not _is_number(fraction) or not 0 < fraction <= 1:
-        raise ValueError(f"pe.fraction must be a number in (0, 1], got {fraction!r}")
-    return max(2, int(fraction * head_dim) // 2 * 2)
-
-
-def p_rope_pairs(dim: int, p: float = 1.0) -> int:
-    """Pairs p-RoPE keeps rotating out of dim/2: int(p · dim // 2), Barbero et al.'s
-    ``rope_angles``; the others (the lowest frequencies) get θ = 0."""
-    if not _is_number(p) or not 0 <= p <= 1:
-        raise ValueError(f"pe.p must be a number in [0, 1], got {p!r}")
-    return int(p * dim // 2)
-
-
-# -- frequencies -------------------------------------------------------------------------------
-def _theta64(dim: int, base: float | Tensor) -> Tensor:
-    """θ_i = base^(−2i/dim), i = 0 … dim/2 − 1, computed in float64."""
-    exponents = -torch.arange(0, dim, 2, dtype=torch.float64) / dim
-    if isinstance(base, Tensor):
-        exponents = exponents.to(base.device)
-    return base**exponents
-
-
-def _plain_theta(dim: int, base: float) -> Tensor:
-    """Plain RoPE's θ_i exactly as ``sinusoid_inverse_frequencies`` gives them (power in
-    float64, rounded once to fp32), widened to float64: every scaling starts from these, so
-    that scaling_factor = 1 reproduces plain RoPE bit for bit."""
-    return sinusoid_inverse_frequencies(dim, base).to(torch.float64)
-
-
-def ntk_scaled_base(base: float, factor: float, dim: int) -> float:
-    """NTK-aware base: base · s^(dim/(dim−2)) (YaRN paper §3.1). At dim = 2 the only frequency
-    is θ_0 = 1 whatever the base, so the base is returned unchanged."""
-    if dim <= 2:
-        return float(base)
-    return float(base) * float(factor) ** (dim / (dim - 2))
-
-
-def dynamic_ntk_scaled_base(
-    base: float,
-    factor: float,
-    dim: int,
-    sequence_length: int | Tensor,
-    original_max_position: int,
-) -> Tensor:
-    """Dynamic NTK base for a sequence of ℓ positions -> 0-d float64 tensor:
-    base · (s · ℓ/L − (s − 1))^(dim/(dim−2)) for ℓ > L, else base (Hugging Face ``dynamic``).
-
-    ``sequence_length`` may be a tensor (on any device) so no host sync is needed."""
-    length = torch.as_tensor(sequence_length, dtype=torch.float64)
-    stretch = factor * length / original_max_position - (factor - 1)
-    # ℓ ≤ L: no scaling (the clamp only guards rounding at ℓ = L)
-    stretch = torch.where(length > original_max_position, stretch, torch.ones_like(stretch))
-    stretch = stretch.clamp_min(1.0)
-    if dim <= 2:
-        return torch.full_like(stretch, float(base))
-    return float(base) * stretch ** (dim / (dim - 2))
-
-
-def yarn_ramp(
-    dim: int,
-    base: float,
-    original_max_position: int,
-    alpha: float = 1.0,
-    beta: float = 32.0,
-) -> Tensor:
-    """YaRN's γ(r_i) per pair -> Tensor[dim // 2], float64 (1 = keep θ_i, 0 = θ_i / s).
-
-    r_i = L / λ_i, λ_i = 2π / θ_i (the number of full rotations of pair i within L);
-    γ(r) = 0 for r < α, 1 for r > β, (r − α)/(β − α) otherwise (YaRN paper, "NTK-by-parts")."""
-    wavelengths = 2 * math.pi / _theta64(dim, base)  # λ_i
-    rotations = original_max_position / wavelengths  # r_i
-    return ((rotations - alpha) / (beta - alpha)).clamp(0.0, 1.0)
-
-
-def yarn_mscale(factor: float) -> float:
-    """YaRN's √(1/t) = 0.1 ln s + 1 (YaRN paper §3.4, fitted on LLaMA), applied to both q and k."""
-    return 0.1 * math.log(factor) + 1.0
-
-
-def yarn_logit_scale(factor: float) -> float:
-    """The multiplier YaRN's temperature puts on the q·k logits: (0.1 ln s + 1)²."""
-    return yarn_mscale(factor) ** 2
-
-
-def rope_inverse_frequencies(
-    dim: int,
-    base: float = 10000.0,
-    *,
-    scaling: str = "none",
-    factor: float = 1.0,
-    original_max_position: int | None = None,
-    sequence_length: int | Tensor | None = None,
-    yarn_alpha: float = 1.0,
-    yarn_beta: float = 32.0,
-    p: float = 1.0,
-    device: torch.device | str | None = None,
-) -> Tensor:
-    """The rotation frequencies θ'_i of ``dim`` rotated dimensions -> Tensor[dim // 2], fp32.
-
-    Args:
-        dim: the rotated dimension r (head_dim, or ``rotary_dimension(head_dim, fraction)``).
-        base: θ base.
-        scaling: ``none``, ``pi``, ``ntk``, ``dynamic_ntk`` or ``yarn`` (module docstring).
-        factor: scale factor s ≥ 1.
-        original_max_position: L, the training context; needed by ``dynamic_ntk`` and ``yarn``.
-        sequence_length: ℓ for ``dynamic_ntk`` (int or 0-d tensor; None counts as ℓ ≤ L).
-        yarn_alpha, yarn_beta: YaRN's α and β.
-        p: p-RoPE fraction; the lowest-frequency pairs past int(p · dim // 2) get θ = 0.
-        device: where to build the result (default: the device of a tensor
-            ``sequence_length``, else CPU).
-
-    Scalings are computed in float64 from plain RoPE's θ, returned in fp32.
-    """
-    check_scaling(scaling, factor)
-    if scaling in NEEDS_ORIGINAL_LENGTH:
-        positive_int("pe.original_max_position", original_max_position)
-    if isinstance(sequence_length, Tensor) and device is None:
-        device = sequence_length.device
-    theta = _plain_theta(dim, base)
-    if scaling == "pi":
-        theta = theta / factor
-    elif scaling == "ntk":
-        theta = _plain_theta(dim, ntk_scaled_base(base, factor, dim))
-    elif scaling == "yarn":
-        ramp = yarn_ramp(dim, base, original_max_position, yarn_alpha, yarn_beta)
-        interpolated = theta / factor
-        # (1 − γ)·θ/s + γ·θ, written so that s = 1 gives θ bit for bit
-        theta = interpolated + ramp * (theta - interpolated)
-    elif scaling == "dynamic_ntk" and sequence_length is not None:
-        length = torch.as_tensor(sequence_length, device=device)
-        scaled = _theta64(
-            dim, dynamic_ntk_scaled_base(base, factor, dim, length, original_max_position)
-        )
-        # ℓ ≤ L selects the unscaled θ exactly
-        theta = torch.where(length > original_max_position, scaled, theta.to(scaled.device))
-    theta = theta.to(device=device, dtype=torch.float32)
-    kept = p_rope_pairs(dim, p)
-    if kept < theta.shape[-1]:
-        theta = torch.cat((theta[:kept], theta.new_zeros(theta.shape[-1] - kept)))
-    return theta
 
 
 # -- rotation ----------------------------------------------------------------------------------
@@ -362,7 +203,12 @@ class RoPE(PositionalEncoding):
         scaling_factor: s ≥ 1 (ignored with ``scaling: none``).
         original_max_position: L for ``dynamic_ntk``/``yarn``; null = the positions seen in
             training (``train_positions``, or ``pe.max_position`` under ``pe.randomized``).
-        yarn_alpha, yarn_beta: YaRN's ramp bounds α < β, in rotations per L.
+        yarn_alpha, yarn_beta: YaRN's ramp bounds α < β (β_slow, β_fast), in rotations per L.
+        yarn_ramp: ``dimension`` (default; the authors' code and Hugging Face) or
+            ``rotations`` (the paper's formula).
+        yarn_truncate: the dimension ramp's bounds rounded out to whole pairs (default, as
+            the authors' code and Hugging Face's default); false as Hugging Face's
+            ``truncate: false``.
     """
 
     def __init__(
@@ -377,6 +223,8 @@ class RoPE(PositionalEncoding):
         original_max_position: int | None = None,
         yarn_alpha: float = 1.0,
         yarn_beta: float = 32.0,
+        yarn_ramp: str = "dimension",
+        yarn_truncate: bool = True,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -396,6 +244,14 @@ class RoPE(PositionalEncoding):
             raise ValueError(
                 f"pe.yarn_beta must be > pe.yarn_alpha, got {yarn_beta} and {yarn_alpha}"
             )
+        check_yarn_ramp(yarn_ramp)
+        if scaling == "yarn" and yarn_ramp == "dimension" and not yarn_alpha > 0:
+            raise ValueError(
+                f"pe.yarn_alpha must be > 0 with pe.yarn_ramp=dimension (the pair index where a "
+                f"pair makes 0 rotations is infinite), got {yarn_alpha}"
+            )
+        if not isinstance(yarn_truncate, bool):
+            raise ValueError(f"pe.yarn_truncate must be true or false, got {yarn_truncate!r}")
         if original_max_position is None:
             # the positions training saw: 0 … train_positions − 1, or under randomized
             # positions the whole range they are drawn from
@@ -414,6 +270,8 @@ class RoPE(PositionalEncoding):
         self.original_max_position = original_max_position
         self.yarn_alpha = float(yarn_alpha)
         self.yarn_beta = float(yarn_beta)
+        self.yarn_ramp = yarn_ramp
+        self.yarn_truncate = yarn_truncate
         # static frequencies, cached per device; a plain attribute (not a buffer) so that
         # checkpoints hold no frequencies and module casts (.to(bf16)) never touch them
         self._inv_freq = {"cpu": self._frequencies()}
@@ -428,6 +286,8 @@ class RoPE(PositionalEncoding):
             sequence_length=sequence_length,
             yarn_alpha=self.yarn_alpha,
             yarn_beta=self.yarn_beta,
+            yarn_ramp_kind=self.yarn_ramp,
+            yarn_truncate=self.yarn_truncate,
             p=self.p,
         )
 
@@ -442,12 +302,18 @@ class RoPE(PositionalEncoding):
             self._inv_freq[key] = self._inv_freq["cpu"].to(device)
         return self._inv_freq[key]
 
-    def attention_scale(self, length: int) -> float:
-        """YaRN's temperature on top of the base class's options: logits × (0.1 ln s + 1)²."""
-        scale = super().attention_scale(length)
-        if self.scaling == "yarn":
-            scale *= yarn_logit_scale(self.scaling_factor)
-        return scale
+    def logit_temperature(self) -> float:
+        """YaRN's temperature, constant per run: logits × (0.1 ln s + 1)²; 1.0 otherwise."""
+        return yarn_logit_scale(self.scaling_factor) if self.scaling == "yarn" else 1.0
+
+    def length_global(self) -> str | None:
+        if self.scaling == "dynamic_ntk":
+            return (
+                "dynamic NTK: one forward pass uses the frequencies of its longest position "
+                "(ℓ = largest key position + 1), so every token's rotation depends on how many "
+                "tokens the pass holds"
+            )
+        return super().length_global()
 
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
@@ -477,6 +343,11 @@ class RoPE(PositionalEncoding):
                 info.update(
                     yarn_alpha=self.yarn_alpha,
                     yarn_beta=self.yarn_beta,
+                    yarn_ramp=self.yarn_ramp,
                     yarn_logit_scale=yarn_logit_scale(self.scaling_factor),
                 )
+                if self.yarn_ramp == "dimension":
+                    info["yarn_truncate"] = self.yarn_truncate
+            if self.scaling == "dynamic_ntk":
+                info["length_global"] = self.length_global()
         return info

@@ -63,6 +63,7 @@ class Sandwich(PositionalEncoding):
     """
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
+    bias_of_distance = True  # randomized positions randomize the distances (base class)
 
     def __init__(self, *, dim: int = 128, base: float = 10000.0, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -87,7 +88,7 @@ class Sandwich(PositionalEncoding):
     def score_bias(self, heads: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         # heads, q_positions, k_positions broadcast to e.g. (H, Tq, Tk); the result is fp32
         with torch.autocast(q_positions.device.type, enabled=False):
-            distance = (q_positions - k_positions).abs().long()  # e.g. (1, Tq, Tk)
+            distance = self.relative_distance(q_positions, k_positions).abs().long()  # (1, Tq, Tk)
             size = int(distance.max()) + 1 if distance.numel() else 1
             table = self.profile_table(size, distance.device)
             if self.head_scales.device != distance.device:

@@ -16,6 +16,18 @@ the relative position ``key − query = j − i`` (T5's sign convention). The bu
 The logarithm is evaluated in fp32 and truncated toward zero, as T5 does; at integer distances
 this agrees with exact arithmetic (tested against a float64 reference from −300 to 300).
 
+**max_distance sized for the run.** T5 trained on 512-token inputs with max_distance 128: the
+last bucket gathers the distances 128 … 511, three quarters of the distances training sees, so
+it is well trained, and every longer distance met at evaluation lands in it. With this tool's
+training lengths (16–258 positions) T5's 128 would put every training distance of runs up to
+128 positions in the exact and log buckets and leave the last bucket, which every longer
+evaluation distance uses, untrained (at its random initialisation), and train it on few
+distances at 258. ``pe.max_distance: null`` (the default) therefore
+keeps T5's ratio: max_distance = train_positions // 4 (T5: 512 // 4 = 128), at least
+num_buckets // 2 + 1 (a logarithmic range must exist past the exact buckets); without known
+training positions (a module built directly) T5's 128. ``pe.max_distance=128`` restores T5's
+value; ``describe()`` records the value used and where it came from.
+
 As in T5, the bias is computed once per stack and shared by all its layers (each stack of an
 encoder–decoder owns its own table, the decoder's unidirectional) and it is absent from
 cross-attention. Initialisation: normal with std d_model^−1/2, as Hugging Face's T5 initialises
@@ -64,15 +76,23 @@ class T5RelativeBias(PositionalEncoding):
 
     Args:
         num_buckets: buckets of relative positions (32 in T5); the table has one row each.
-        max_distance: distances from here on share the last bucket (128 in T5).
+        max_distance: distances from here on share the last bucket; None = train_positions // 4
+            (T5's ratio, 128 for 512), at least num_buckets // 2 + 1; 128 (T5's) when the
+            training positions are unknown.
     """
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
+    bias_of_distance = True  # randomized positions randomize the distances (base class)
+    #: T5's max_distance and the training length it was chosen for (Raffel et al.: 512 tokens)
+    PAPER_MAX_DISTANCE, PAPER_TRAIN_LENGTH = 128, 512
 
-    def __init__(self, *, num_buckets: int = 32, max_distance: int = 128, **kwargs) -> None:
+    def __init__(self, *, num_buckets: int = 32, max_distance: int | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or num_buckets < 4:
             raise ValueError(f"pe.num_buckets must be an integer >= 4, got {num_buckets!r}")
+        self.max_distance_source = "given"
+        if max_distance is None:
+            max_distance, self.max_distance_source = self.default_max_distance(num_buckets)
         if (
             isinstance(max_distance, bool)
             or not isinstance(max_distance, int)
@@ -80,17 +100,30 @@ class T5RelativeBias(PositionalEncoding):
         ):
             raise ValueError(
                 f"pe.max_distance must be an integer > pe.num_buckets // 2 = {num_buckets // 2} "
-                f"(the exactly represented distances), got {max_distance!r}"
+                f"(the exactly represented distances), or null (train_positions // 4), got "
+                f"{max_distance!r}"
             )
         self.num_buckets = num_buckets
         self.max_distance = max_distance
         self.table = nn.Embedding(num_buckets, self.n_heads)  # (buckets, H)
         nn.init.normal_(self.table.weight, std=self.d_model**-0.5)
 
+    def default_max_distance(self, num_buckets: int) -> tuple[int, str]:
+        """``pe.max_distance: null`` -> (value, where it came from)."""
+        if not self.train_positions:
+            return self.PAPER_MAX_DISTANCE, "T5's 128 (training positions unknown)"
+        ratio = self.PAPER_TRAIN_LENGTH // self.PAPER_MAX_DISTANCE  # 4
+        value = max(self.train_positions // ratio, num_buckets // 2 + 1)
+        return (
+            value,
+            f"max(train_positions {self.train_positions} // {ratio}, num_buckets // 2 + 1)",
+        )
+
     def score_bias(self, heads: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         # heads, q_positions, k_positions broadcast to e.g. (H, Tq, Tk); the result is fp32
+        relative = -self.relative_distance(q_positions, k_positions)  # key − query, T5's sign
         bucket = t5_relative_bucket(
-            k_positions - q_positions, not self.causal, self.num_buckets, self.max_distance
+            relative, not self.causal, self.num_buckets, self.max_distance
         )  # e.g. (1, Tq, Tk)
         return self.table.weight[bucket, heads].to(torch.float32)  # e.g. (H, Tq, Tk)
 
@@ -98,5 +131,6 @@ class T5RelativeBias(PositionalEncoding):
         return {
             "num_buckets": self.num_buckets,
             "max_distance": self.max_distance,
+            "max_distance_from": self.max_distance_source,
             "bidirectional": not self.causal,
         }

@@ -5,13 +5,21 @@ Pair i of a head's dimensions is rotated as in RoPE (θ_i = base^(−2i/d)) and,
 scaled: the query at position n by ζ_i^(n/γ), the key at position m by ζ_i^(−m/γ), with
 
     ζ_i = (2i/d + γ') / (1 + γ'),  i = 0 … d/2 − 1,  γ' = 0.4 (``pe.gamma``),
-    γ = 512 (``pe.scale_base``),
+    γ = ``pe.scale_base`` (512 in the paper and torchscale),
 
 so each pair's contribution to q·k carries ζ_i^((n−m)/γ): it still depends on the positions
 only through n − m, and for n > m it decays with distance, fastest for the highest frequencies
 (ζ_0 = γ'/(1+γ') ≈ 0.286) and hardly at all for the lowest (ζ → 1). For n < m the factor grows,
 which is why xPos is defined for causal attention only: ``causal_only = True``, and a
 bidirectional stack is refused by the base class.
+
+**scale_base sized for the run.** The paper's γ = 512 belongs to language models trained on
+1,024 tokens: over the training distances the fastest pair decays to ζ_0^(1024/512) ≈ 0.08.
+This tool trains on 16–258 positions, where γ = 512 leaves ζ_0^(258/512) ≥ 0.53, i.e. hardly
+any decay inside training, and the decay that xPos adds for extrapolation would first act at
+evaluation lengths. ``pe.scale_base: null`` (the default) keeps the paper's ratio,
+γ = train_positions / 2; without known training positions (a module built directly) 512.
+``pe.scale_base=512`` restores the paper's value; ``describe()`` records γ and its source.
 
 Conventions:
 
@@ -31,7 +39,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lengen.pe.base import PositionalEncoding
+from lengen.pe.base import PositionalEncoding, positive_number_or_null
 from lengen.pe.rope import check_layout, rope_angles, rotate_pairs
 
 
@@ -98,25 +106,31 @@ class XPos(PositionalEncoding):
     Args:
         base: θ base; must be > 1.
         layout: ``interleaved`` (default, torchscale) or ``half``.
-        scale_base: γ in ζ^(n/γ); must be > 0 (512 in the paper).
+        scale_base: γ in ζ^(n/γ); must be > 0; None = train_positions / 2 (the paper's 512 for
+            1,024-token training), or 512 when the training positions are unknown.
         gamma: γ' in ζ_i = (2i/d + γ')/(1 + γ'); must be > 0 (0.4 in the paper).
     """
 
     causal_only = True
+    #: the paper's scale base and the training length it served (Sun et al., 2023)
+    PAPER_SCALE_BASE, PAPER_TRAIN_LENGTH = 512.0, 1024
 
     def __init__(
         self,
         *,
         base: float = 10000.0,
         layout: str = "interleaved",
-        scale_base: float = 512.0,
+        scale_base: float | None = None,
         gamma: float = 0.4,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
-        for key, value, low in (("pe.base", base, 1), ("pe.scale_base", scale_base, 0)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > low:
-                raise ValueError(f"{key} must be a number > {low}, got {value!r}")
+        if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
+            raise ValueError(f"pe.base must be a number > 1, got {base!r}")
+        scale_base = positive_number_or_null("pe.scale_base", scale_base)
+        self.scale_base_source = "given"
+        if scale_base is None:
+            scale_base, self.scale_base_source = self.default_scale_base()
         if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma > 0:
             raise ValueError(f"pe.gamma must be a number > 0, got {gamma!r}")
         check_layout(layout)
@@ -125,6 +139,13 @@ class XPos(PositionalEncoding):
         self.layout = layout
         self.scale_base = float(scale_base)
         self.gamma = float(gamma)
+
+    def default_scale_base(self) -> tuple[float, str]:
+        """``pe.scale_base: null`` -> (γ, where it came from)."""
+        if not self.train_positions:
+            return self.PAPER_SCALE_BASE, "the paper's 512 (training positions unknown)"
+        ratio = self.PAPER_TRAIN_LENGTH / self.PAPER_SCALE_BASE  # 2
+        return self.train_positions / ratio, f"train_positions {self.train_positions} / 2"
 
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
@@ -139,10 +160,13 @@ class XPos(PositionalEncoding):
         return q, k
 
     def describe(self) -> dict:
-        """The options that differ from the defaults (for results.json)."""
-        defaults = {"base": 10000.0, "layout": "interleaved", "scale_base": 512.0, "gamma": 0.4}
-        return {
+        """The scale base used and its source, and the other options that differ from the
+        defaults (for results.json)."""
+        defaults = {"base": 10000.0, "layout": "interleaved", "gamma": 0.4}
+        info = {
             key: getattr(self, key)
             for key, value in defaults.items()
             if getattr(self, key) != value
         }
+        info.update(scale_base=self.scale_base, scale_base_from=self.scale_base_source)
+        return info

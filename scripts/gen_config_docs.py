@@ -1,0 +1,201 @@
+"""Regenerate the PE options in docs/config.md from the yaml comments.
+
+python scripts/gen_config_docs.py [--check]
+
+Rewrites the block between `<!-- pe-options:begin -->` and `<!-- pe-options:end -->` in
+docs/config.md: one table row per key of the `pe:` block of configs/train.yaml (options every
+encoding takes) and per key of each configs/pe/<name>.yaml, with its default as the yaml writes
+it and the yaml's comment for it (the comment at the end of its line, after the comment lines
+directly above it). The comment lines at the top of a yaml describe the file, not a key.
+`--check` changes nothing and exits 1 when docs/config.md is out of date.
+
+So the yaml comments are the one place a PE option is described; a key without a comment is an
+error, naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_MD = ROOT / "docs" / "config.md"
+BEGIN = "<!-- pe-options:begin -->"
+END = "<!-- pe-options:end -->"
+INTERNAL = {"_target_", "_partial_", "name"}  # wiring, not options a user sets
+COMMAND = "python scripts/gen_config_docs.py"
+
+KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][\w-]*):(?:\s(?P<rest>.*))?$")
+
+
+class Option(NamedTuple):
+    key: str  # dotted, relative to the parsed block (e.g. "base", "scaling_factor")
+    default: str  # the value as the yaml writes it
+    comment: str
+
+
+def split_comment(text: str) -> tuple[str, str]:
+    """'value  # comment' -> ('value', 'comment'); a '#' inside quotes is part of the value."""
+    quote = None
+    for i, char in enumerate(text):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or text[i - 1].isspace()):
+            return text[:i].strip(), text[i + 1 :].strip()
+    return text.strip(), ""
+
+
+def parse_options(text: str, source: str) -> list[Option]:
+    """The leaf keys of a yaml mapping (scalars and flow values), each with its comment."""
+    options: list[Option] = []
+    parents: list[tuple[int, str]] = []  # (indent, key) of the open mappings
+    above: list[str] = []  # comment lines directly above the current line
+    seen_key = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped == "---":
+            above = []
+            continue
+        if stripped.startswith("#"):
+            if seen_key and not stripped.startswith("# @package"):
+                above.append(stripped.lstrip("#").strip())
+            continue
+        match = KEY_LINE.match(line)
+        if not match:
+            raise ValueError(f"{source}:{number}: not a `key: value` line: {line.strip()!r}")
+        seen_key = True
+        indent = len(match["indent"])
+        while parents and parents[-1][0] >= indent:
+            parents.pop()
+        key = ".".join([*(name for _, name in parents), match["key"]])
+        value, inline = split_comment(match["rest"] or "")
+        comment = " ".join([*above, inline]).strip()
+        above = []
+        if not value:  # a nested mapping opens
+            parents.append((indent, match["key"]))
+            continue
+        if match["key"] in INTERNAL and not parents:
+            continue
+        options.append(Option(key, value, comment))
+    return options
+
+
+def leaf_keys(node: dict, prefix: str = "") -> set[str]:
+    keys: set[str] = set()
+    for key, value in node.items():
+        if isinstance(value, dict):
+            keys |= leaf_keys(value, f"{prefix}{key}.")
+        elif not (key in INTERNAL and not prefix):
+            keys.add(f"{prefix}{key}")
+    return keys
+
+
+def checked_options(text: str, source: str) -> list[Option]:
+    """parse_options, cross-checked against a real yaml parser; every key needs a comment."""
+    options = parse_options(text, source)
+    loaded = yaml.safe_load(text) or {}
+    if {option.key for option in options} != leaf_keys(loaded):
+        raise ValueError(
+            f"{source}: the keys read line by line ({sorted(o.key for o in options)}) differ "
+            f"from the yaml's ({sorted(leaf_keys(loaded))}); keep one `key: value` per line"
+        )
+    for option in options:
+        if not option.comment:
+            raise ValueError(
+                f"{source}: key `{option.key}` has no comment; add one (at the end of its "
+                f"line, or on the lines directly above it) saying what it does"
+            )
+    return options
+
+
+def block_of(text: str, key: str) -> str:
+    """The lines of top-level mapping `key:` of a yaml file, dedented."""
+    lines = text.splitlines()
+    start = lines.index(f"{key}:") + 1
+    body = []
+    for line in lines[start:]:
+        if line and not line[0].isspace():  # the next top-level key or comment
+            break
+        body.append(line)
+    indent = min(len(line) - len(line.lstrip()) for line in body if line.strip())
+    return "\n".join(line[indent:] for line in body)
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_block(root: Path = ROOT) -> str:
+    """The generated text between the markers (markers excluded)."""
+    configs = root / "configs"
+    shared = checked_options(
+        block_of((configs / "train.yaml").read_text(), "pe"), "configs/train.yaml (pe:)"
+    )
+    lines = [
+        f"<!-- Generated by {COMMAND} from the comments in configs/train.yaml (pe:) and "
+        "configs/pe/*.yaml: edit those, then run it. -->",
+        "Shared by every encoding (`configs/train.yaml`, under `pe:`; each `pe/<name>.yaml` "
+        "merges on top):",
+        "",
+        "| key | default | meaning |",
+        "|---|---|---|",
+        *(f"| `pe.{o.key}` | {cell(o.default)} | {cell(o.comment)} |" for o in shared),
+        "",
+        "Per encoding (`configs/pe/<name>.yaml`; formulas, sources and deviations in "
+        "[pe.md](pe.md)):",
+        "",
+        "| `pe=` | key | default | meaning |",
+        "|---|---|---|---|",
+    ]
+    for path in sorted((configs / "pe").glob("*.yaml")):
+        options = checked_options(path.read_text(), f"configs/pe/{path.name}")
+        if not options:
+            lines.append(f"| `{path.stem}` | — | | no options of its own |")
+        lines += [
+            f"| `{path.stem}` | `pe.{o.key}` | {cell(o.default)} | {cell(o.comment)} |"
+            for o in options
+        ]
+    return "\n".join(lines)
+
+
+def updated(doc: str, block: str) -> str:
+    """doc with the text between the markers replaced by block."""
+    if doc.count(BEGIN) != 1 or doc.count(END) != 1 or doc.index(BEGIN) > doc.index(END):
+        raise ValueError(f"docs/config.md must hold `{BEGIN}` once, then `{END}` once")
+    head, rest = doc.split(BEGIN)
+    _, tail = rest.split(END)
+    return f"{head}{BEGIN}\n{block}\n{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if docs/config.md is out of date"
+    )
+    args = parser.parse_args(argv)
+    try:
+        doc = CONFIG_MD.read_text()
+        new = updated(doc, render_block())
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if new == doc:
+        print("docs/config.md is up to date")
+        return 0
+    if args.check:
+        print(f"docs/config.md is out of date: run `{COMMAND}`", file=sys.stderr)
+        return 1
+    CONFIG_MD.write_text(new)
+    print("docs/config.md: PE options rewritten")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

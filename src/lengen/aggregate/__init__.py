@@ -1,0 +1,49 @@
+"""Aggregate a sweep folder: mean, sample std and 95% CI over training seeds, flags, ranking.
+
+``python scripts/aggregate.py <folder>`` calls :func:`aggregate` then :func:`write_outputs`;
+``scripts/plot.py`` reuses the same :class:`Summary`; :func:`load_sweep` gives notebooks every
+run × length × protocol as one pandas DataFrame. No torch here (fast to import).
+:mod:`.load` finds and reads runs and hashes their configurations, :mod:`.stats` computes
+(pandas, scipy.stats: statistics over seeds, baseline, settings, ranking), :mod:`.report`
+writes the files and runs the command line. The rules (what a run and a configuration are,
+the statistics, the not-learned flag, which comparisons are ranked) are in docs/analysis.md.
+"""
+
+from lengen.aggregate.load import IGNORED_KEYS, Run, config_hash, load_sweep
+from lengen.aggregate.report import (
+    add_selection_arguments,
+    format_markdown,
+    main,
+    summary_from_arguments,
+    warnings_for,
+    write_outputs,
+)
+from lengen.aggregate.stats import (
+    RANKING_COLUMNS,
+    SUMMARY_COLUMNS,
+    Summary,
+    aggregate,
+    average_ranks,
+    left_out_comparisons,
+    rank_pes,
+)
+
+__all__ = [
+    "IGNORED_KEYS",
+    "RANKING_COLUMNS",
+    "SUMMARY_COLUMNS",
+    "Run",
+    "Summary",
+    "add_selection_arguments",
+    "aggregate",
+    "average_ranks",
+    "config_hash",
+    "format_markdown",
+    "left_out_comparisons",
+    "load_sweep",
+    "main",
+    "rank_pes",
+    "summary_from_arguments",
+    "warnings_for",
+    "write_outputs",
+]

@@ -1,0 +1,268 @@
+"""Reading a sweep folder back: run directories, configs, results, configuration hashes
+(rules in the package docstring), and :func:`load_sweep`, every run as one DataFrame."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from lengen.results import (
+    CONFIG_NAME,
+    LEARNED_ACCURACY,
+    ROW_KEYS,
+    in_distribution_accuracy,
+    load_results,
+    results_name,
+    schema_problems,
+    sort_rows,
+)
+
+#: dotted config keys (and whole subtrees) left out of the configuration hash
+IGNORED_KEYS = (
+    "seed",  # what we average over
+    "hydra",  # where the run wrote (train.py already drops it from config.yaml)
+    "logger",  # csv / wandb / none: where training curves go
+    "resume",  # a resumed run replays the same batches (every batch is a function of seed, step)
+    "trainer.enable_progress_bar",
+    "trainer.enable_model_summary",
+    "trainer.log_every_n_steps",
+    "eval.lengths",  # the length is a row key; runs evaluated at more lengths still group
+    "eval.factors",
+    "eval.max_tokens_per_batch",  # evaluation batch size: memory, not the instances
+)
+#: what a run is, by name in results.json -> config key
+DESCRIBED = {"pe": "pe.name", "task": "data.name", "model": "model.name"}
+DESCRIBED |= {"train_len": "data.len", "seed": "seed"}
+
+
+# -- configurations ----------------------------------------------------------------------------
+def flatten(tree: dict, prefix: str = "") -> dict:
+    """{'a': {'b': 1}} -> {'a.b': 1}; lists stay values."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def identity(config: dict, ignored: tuple[str, ...] = IGNORED_KEYS, *, _depth: int = 0) -> dict:
+    """The flat config that identifies a configuration: ignored keys dropped, null keys dropped
+    (a key an older lengen did not write means the same as null: unset), ``init_from`` replaced
+    by the identity hash of the run it points to where that run can be found."""
+    flat = {
+        key: value
+        for key, value in flatten(config).items()
+        if value is not None and not any(key == k or key.startswith(k + ".") for k in ignored)
+    }
+    if flat.get("init_from"):
+        flat["init_from"] = _init_from_identity(str(flat["init_from"]), _depth)
+    return flat
+
+
+def _init_from_identity(value: str, depth: int) -> str:
+    path = Path(value)
+    for run_dir in [path] if path.is_dir() else [path.parent, path.parent.parent]:
+        if depth < 8 and (run_dir / CONFIG_NAME).is_file():
+            try:
+                config = read_config(run_dir / CONFIG_NAME)
+            except (OSError, ValueError):
+                break
+            return "run:" + config_hash(config, _depth=depth + 1)
+    return value
+
+
+def config_hash(config: dict, ignored: tuple[str, ...] = IGNORED_KEYS, *, _depth: int = 0) -> str:
+    """sha256 (hex) of the canonical JSON of :func:`identity`."""
+    flat = identity(config, ignored, _depth=_depth)
+    canonical = json.dumps(flat, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def read_config(path: Path) -> dict:
+    import yaml
+
+    with open(path) as handle:
+        config = yaml.safe_load(handle)
+    if not isinstance(config, dict):
+        raise ValueError(f"{path.name} is not a mapping")
+    return config
+
+
+def apply_overrides(config: dict, overrides: list[str]) -> dict:
+    """The config as ``eval.py`` saw it: ``key=value`` overrides merged in (OmegaConf rules)."""
+    if not overrides:
+        return config
+    from omegaconf import OmegaConf
+
+    merged = OmegaConf.merge(OmegaConf.create(config), OmegaConf.from_dotlist(list(overrides)))
+    return OmegaConf.to_container(merged, resolve=True)
+
+
+# -- runs --------------------------------------------------------------------------------------
+@dataclass
+class Run:
+    """One run directory and what became of it."""
+
+    path: Path
+    name: str  # relative to the folder, for display
+    status: str = "ok"  # ok | failed | duplicate | excluded (--reached-criterion)
+    reason: str = ""
+    config: dict | None = None
+    results: dict | None = None
+    config_hash: str | None = None
+    id_accuracy: float | None = None  # accuracy at the training length, in distribution
+    learned: bool | None = None  # None: could not be checked (no accuracy at the train length)
+
+    def describe(self) -> dict:
+        """pe, task, model, train_len, seed from results.json, else from config.yaml."""
+        if self.results is not None:
+            return {name: self.results.get(name) for name in DESCRIBED}
+        flat = flatten(self.config or {})
+        return {name: flat.get(key) for name, key in DESCRIBED.items()}
+
+    @property
+    def criterion(self) -> dict:
+        """results.json's ``criterion`` ({} for runs trained for a fixed number of steps)."""
+        return (self.results or {}).get("criterion") or {}
+
+    @property
+    def table_status(self) -> str:
+        """The status in runs.csv and :func:`load_sweep`: ok, not_learned, failed, duplicate,
+        excluded."""
+        return "not_learned" if self.status == "ok" and self.learned is False else self.status
+
+
+def find_run_dirs(folder: Path) -> tuple[list[Path], list[Path]]:
+    """(run directories, directories with results*.json but no config.yaml), sorted.
+
+    A run directory is not searched further (its .hydra/ and wandb/ hold config.yaml files of
+    their own); hidden directories are skipped."""
+    runs, orphans = [], []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if CONFIG_NAME in files:
+            runs.append(Path(root))
+            dirs[:] = []
+        elif any(f.startswith("results.") and f.endswith(".json") for f in files):
+            orphans.append(Path(root))
+    return sorted(runs), sorted(orphans)
+
+
+def load_run(path: Path, folder: Path, tag: str | None, min_accuracy: float) -> Run:
+    run = Run(path=path, name=path.relative_to(folder).as_posix() if path != folder else ".")
+    try:
+        run.config = read_config(path / CONFIG_NAME)
+    except Exception as error:  # yaml errors, unreadable files: report, never crash
+        run.status, run.reason = "failed", f"unreadable config.yaml ({type(error).__name__})"
+        return run
+    results_path = path / results_name(tag)
+    if not results_path.is_file():
+        run.status = "failed"
+        run.reason = f"no {results_path.name} (failed, unfinished or still running)"
+        failure = path / "failed.json"  # written by a run that failed (lengen.cli)
+        if failure.is_file():
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                run.reason = f"failed: {json.loads(failure.read_text())['error']}"
+        return run
+    try:
+        results = load_results(results_path)
+    except Exception as error:
+        run.status, run.reason = "failed", f"unreadable {results_path.name} ({error})"
+        return run
+    if problems := schema_problems(results):
+        run.status = "failed"
+        run.reason = f"{results_path.name} does not follow the schema: {'; '.join(problems[:3])}"
+        return run
+    if not results["eval"]:
+        run.status, run.reason = "failed", f"{results_path.name} has no evaluation rows"
+        return run
+    run.results = {**results, "eval": sort_rows(results["eval"])}
+    if tag is not None:
+        try:
+            run.config = apply_overrides(run.config, results.get("overrides") or [])
+        except Exception as error:
+            run.status, run.reason = "failed", f"cannot apply the tag's overrides ({error})"
+            return run
+    run.config_hash = config_hash(run.config)
+    run.id_accuracy = in_distribution_accuracy(_trained_results(path, tag) or run.results)
+    if run.id_accuracy is not None:
+        run.learned = run.id_accuracy >= min_accuracy
+    return run
+
+
+def _trained_results(path: Path, tag: str | None) -> dict | None:
+    """For a re-evaluation, the run's own results.json: whether the model learned is a fact of
+    the training run (a re-evaluation may not include the training length)."""
+    if tag is None:
+        return None
+    try:
+        results = load_results(path / results_name())
+    except (OSError, ValueError):
+        return None
+    return results if not schema_problems(results) else None
+
+
+def load_runs(
+    folder: Path,
+    tag: str | None = None,
+    min_accuracy: float = LEARNED_ACCURACY,
+    reached_criterion: bool = False,
+) -> list[Run]:
+    """Every run directory below ``folder`` (then the orphans), duplicates marked; with
+    ``reached_criterion``, runs whose criterion was not reached (or that had none) excluded."""
+    run_dirs, orphans = find_run_dirs(folder)
+    runs = [load_run(path, folder, tag, min_accuracy) for path in run_dirs]
+    for path in orphans:
+        name = path.relative_to(folder).as_posix() if path != folder else "."
+        runs.append(Run(path, name, status="failed", reason="results without config.yaml"))
+    for run in runs:
+        if reached_criterion and run.status == "ok" and not run.criterion.get("reached"):
+            run.status = "excluded"
+            run.reason = "criterion not reached" if run.criterion else "trained without a criterion"
+    seen = {}
+    for run in sorted((r for r in runs if r.status == "ok"), key=lambda r: r.name):
+        key = (run.config_hash, run.results["seed"])
+        if key in seen:
+            run.status = "duplicate"
+            run.reason = f"same configuration and seed as {seen[key]}; not counted"
+        else:
+            seen[key] = run.name
+    return runs
+
+
+def load_sweep(
+    folder: str | Path, tag: str | None = None, *, min_accuracy: float = LEARNED_ACCURACY
+) -> pd.DataFrame:
+    """Every run below ``folder`` as a long pandas DataFrame, for notebooks: one row per run ×
+    results row (a failed run: one row, result columns NaN); columns ``run_dir``, ``seed``,
+    ``status`` (as in runs.csv), ``reason``, ``config_hash``, every ``config.yaml`` key dotted
+    (``pe.name``; with ``tag``, the overrides applied), every results-row field (the schema's
+    always). Nothing is averaged or dropped (docs/analysis.md)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: not a directory")
+    head_keys = ["run_dir", "seed", "status", "reason", "config_hash"]
+    records, config_keys, result_keys = [], {}, dict.fromkeys(ROW_KEYS)  # dicts: ordered sets
+    for run in load_runs(folder, tag, min_accuracy):
+        head = {
+            "run_dir": run.name,
+            "seed": run.describe()["seed"],
+            "status": run.table_status,
+            "reason": run.reason,
+            "config_hash": (run.config_hash or "")[:10] or None,
+        }
+        flat = {k: v for k, v in flatten(run.config or {}).items() if k not in head_keys}
+        rows = run.results["eval"] if run.results else [{}]
+        config_keys |= dict.fromkeys(flat)
+        result_keys |= dict.fromkeys(key for row in rows for key in row)
+        records += [{**head, **flat, **row} for row in rows]
+    columns = dict.fromkeys(head_keys) | config_keys | result_keys
+    return pd.DataFrame.from_records(records, columns=list(columns))

@@ -1,0 +1,393 @@
+"""Writing an aggregated sweep: summary.csv / .md, ranking.csv, failed.csv, runs.csv, warnings,
+and the command line behind ``scripts/aggregate.py``. Nothing is computed here (see .stats)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from lengen.aggregate.load import IGNORED_KEYS
+from lengen.aggregate.stats import (
+    RANKING_COLUMNS,
+    SUMMARY_COLUMNS,
+    TABLE,
+    Summary,
+    aggregate,
+    ranked_rows,
+)
+from lengen.results import (
+    CONFIG_NAME,
+    LEARNED_ACCURACY,
+    LM_FALLBACK_METRIC,
+    METRIC_DIRECTIONS,
+    results_name,
+)
+
+CI_METHOD = "95% CI, Student t, n−1 degrees of freedom: mean ± t_{0.975, n−1} · std / √n"
+RUN_COLUMNS = (
+    *("run_dir", "status", "reason", "config_hash", "pe", "task", "model", "train_len", "seed"),
+    *("id_accuracy", "criterion_reached", "reached_at_step"),
+)
+#: marks a summary.md cell may carry: (does a summary row set it, its meaning)
+MARKS = {
+    "[draws ±s]": (
+        lambda row: row.get("draw_std") is not None,
+        "the std over the position draws that evaluation averaged over (randomized positions; "
+        "mean over seeds, `draw_std` in summary.csv)",
+    ),
+    "≤b": (
+        lambda row: row.get("above_baseline") is False,
+        "not above the trivial baseline, the best constant answer per position on the same "
+        "instances (`baseline` in summary.csv): the mean with n=1, the CI's lower end with n ≥ 2",
+    ),
+}
+
+
+def _csv(rows: list[dict], columns: tuple[str, ...]) -> str:
+    """CSV text; None is written as an empty field, numbers at full precision."""
+    cells = [{k: "" if row.get(k) is None else row[k] for k in columns} for row in rows]
+    frame = pd.DataFrame(cells, columns=list(columns), dtype=object)
+    return frame.to_csv(index=False, lineterminator="\n", na_rep="nan")
+
+
+def run_table(summary: Summary) -> list[dict]:
+    """One dict per run directory found (runs.csv)."""
+    return [
+        {"run_dir": run.name, "status": run.table_status, "reason": run.reason}
+        | {"config_hash": (run.config_hash or "")[:10], "id_accuracy": run.id_accuracy}
+        | run.describe()
+        | {"criterion_reached": run.criterion.get("reached")}
+        | {"reached_at_step": run.criterion.get("reached_at_step")}
+        for run in summary.runs
+    ]
+
+
+def write_outputs(summary: Summary, out_dir: str | Path | None = None) -> list[Path]:
+    """summary.csv, summary.md, ranking.csv, failed.csv and runs.csv (``.<tag>`` inserted
+    before the extension with a tag), written atomically; returns the paths."""
+    from lengen.results import atomic_write_text
+
+    runs = run_table(summary)
+    files = {
+        "summary.csv": _csv(summary.rows, SUMMARY_COLUMNS),
+        "summary.md": format_markdown(summary),
+        "ranking.csv": _csv(summary.ranking + summary.left_out, RANKING_COLUMNS),
+        "failed.csv": _csv([r for r in runs if r["status"] == "failed"], RUN_COLUMNS),
+        "runs.csv": _csv(runs, RUN_COLUMNS),
+    }
+    paths = []
+    for name, text in files.items():
+        if summary.tag is not None:  # summary.csv -> summary.<tag>.csv
+            name = name.replace(".", f".{summary.tag}.")
+        paths.append(Path(out_dir or summary.folder) / name)
+        atomic_write_text(paths[-1], text)
+    return paths
+
+
+def _names(runs, limit: int | None = None) -> str:
+    names = [run.name for run in runs]
+    return ", ".join(names[:limit]) + (" …" if limit and len(names) > limit else "")
+
+
+def warnings_for(summary: Summary) -> list[str]:
+    """One line per problem a user must see (printed on stderr by the CLI)."""
+    failed, not_learned = summary.failed, summary.not_learned
+    lines = []
+    if not summary.runs:
+        lines.append(f"no run directories (holding {CONFIG_NAME}) below {summary.folder}")
+    if failed:
+        lines.append(
+            f"{len(failed)} failed or missing run(s), listed in summary.md and failed.csv: "
+            + _names(failed, 5)
+        )
+    if summary.duplicates:
+        lines.append(
+            f"{len(summary.duplicates)} duplicate run(s) (same config and seed) not counted"
+        )
+    if summary.excluded:
+        lines.append(f"{len(summary.excluded)} run(s) excluded by --reached-criterion")
+    if not_learned:
+        verb = "excluded" if summary.exclude_not_learned else "kept in the statistics, flagged"
+        lines.append(
+            f"{len(not_learned)} run(s) did not learn in distribution ({verb}): "
+            + _names(not_learned, 5)
+        )
+    return lines + [
+        f"ranking: {entry['n_comparisons']} comparison(s) of {entry['task']} · {entry['model']} · "
+        f"train_len {entry['train_len']} · {entry['protocol']} left out: {entry['reason']}"
+        for entry in summary.left_out
+    ]
+
+
+# -- summary.md --------------------------------------------------------------------------------
+def _fmt(value, metric: str) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return f"{value:.3f}" if metric in ("accuracy", "exact_match") else f"{value:.4g}"
+
+
+def _cell(row: dict) -> str:
+    """mean ± CI half-width, (n=1), or – without values; then the ``MARKS`` that apply; † where
+    runs did not learn."""
+    if row["n_seeds"] == 0:
+        return "–"
+    text = _fmt(row["mean"], row["metric"])
+    if row["n_seeds"] == 1:
+        text += " (n=1)"
+    else:
+        text += f" ± {_fmt(row['ci95_high'] - row['mean'], row['metric'])}"
+    if row.get("draw_std") is not None:
+        text += f" [draws ±{_fmt(row['draw_std'], row['metric'])}]"
+    text += " ≤b" if MARKS["≤b"][0](row) else ""
+    return text + (" †" if row["n_not_learned"] else "")
+
+
+def _md_table(header: list[str], body: list[list]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in body]
+    return [*lines, ""]
+
+
+def _panel(frame: pd.DataFrame) -> list[str]:
+    """One results table: a line per configuration, a column per length."""
+    train_len, lengths = frame["train_len"].iloc[0], sorted(set(frame["length"]))
+    in_dist = set(frame.loc[frame["in_distribution"].astype(bool), "length"])
+    header = ["pe", "settings", "n"]
+    for length in lengths:
+        note = (f"{length / train_len:g}×" if train_len else "") + (
+            ", in-dist" if length in in_dist else ""
+        )
+        header.append(f"{length} ({note})" if note else str(length))
+    body = []
+    configs = frame.groupby(["pe", "settings", "config_hash"], sort=False, dropna=False)
+    for (pe, settings, _), config in configs:
+        cells = dict(zip(config["length"], config["cell"], strict=True))
+        low, high = config["n_seeds"].min(), config["n_seeds"].max()
+        n = str(low) if low == high else f"{low}–{high}"
+        body.append([pe, settings or "–", n, *(cells.get(length, "") for length in lengths)])
+    return _md_table(header, body)
+
+
+def _not_learned_caveat(summary: Summary, hashes, where: str, mark: str = "†") -> list[str]:
+    """The caveat each section repeats when it uses runs that did not learn in distribution."""
+    hashes = set(hashes)
+    if not (runs := [run for run in summary.not_learned if run.config_hash in hashes]):
+        return []
+    how = "excluded from the statistics, counted in n_not_learned"
+    how = how if summary.exclude_not_learned else "kept in the statistics"
+    return [
+        f"{mark} {len(runs)} run(s) {where} did not learn in distribution (accuracy at the "
+        f"training length < {summary.min_accuracy:g}; {how}): {_names(runs)}.",
+        "",
+    ]
+
+
+def _settings_section(summary: Summary) -> list[str]:
+    metric, excluded = summary.metric, len(summary.excluded)
+    fallback = f" ({LM_FALLBACK_METRIC} on language-modelling rows, where {metric} is null)"
+    no_criterion = sum(not run.criterion for run in summary.excluded)
+    lines = [
+        "## Settings",
+        "",
+        f"- Metric: `{metric}`{fallback if METRIC_DIRECTIONS[metric] else ''}; "
+        f"source files: `{results_name(summary.tag)}`.",
+        f"- Statistics over training seeds per configuration × length × protocol: mean, sample "
+        f"standard deviation (ddof = 1) and the {CI_METHOD}. Tables show mean ± CI half-width. "
+        "With one seed (n=1) there is no std and no CI. CIs are not clipped to [0, 1]. They "
+        "describe variation over training seeds on the fixed evaluation set, not the sampling "
+        "error of that set (`n_examples` per length in summary.csv).",
+        "- `best_of_seeds` (summary.csv): the best seed (max for accuracy / exact match, min for "
+        "loss / ppl), for comparison with papers that report maxima; not an estimate of "
+        "expected performance.",
+        "- Configuration = hash of the resolved config.yaml without "
+        + ", ".join(f"`{k}`" for k in IGNORED_KEYS)
+        + "; runs that differ in anything else are never averaged together. Keys that set "
+        "configurations apart within a table are listed under *settings*.",
+        f"- Not learned: per-token accuracy at the training length < {summary.min_accuracy:g}. "
+        + (
+            "Such runs are **excluded** from the statistics (n counts the others)."
+            if summary.exclude_not_learned
+            else "Such runs are **kept** in the statistics and marked †."
+        ),
+    ]
+    if summary.reached_criterion:
+        lines.append(
+            "- `--reached-criterion`: only runs trained to a criterion that reached it are "
+            f"aggregated; {excluded} run(s) excluded ({no_criterion} trained without a "
+            f"criterion, {excluded - no_criterion} that did not reach it)."
+        )
+    lines += [
+        f"- Runs: {len(summary.runs)} found, {len(summary.aggregated)} aggregated, "
+        f"{len(summary.failed)} failed or missing, {len(summary.duplicates)} duplicates not "
+        f"counted, {len(summary.not_learned)} did not learn.",
+    ]
+    if summary.ignored_tag_files:
+        lines.append(
+            f"- {len(summary.ignored_tag_files)} re-evaluation file(s) (`results.<tag>.json`) "
+            "not included; aggregate one tag with `--tag <tag>` (listed below)."
+        )
+    return [*lines, ""]
+
+
+def _results_section(summary: Summary) -> list[str]:
+    lines = [f"## Results ({summary.metric}: mean ± 95% CI half-width)", ""]
+    marks = [
+        f"{mark}: {text}" for mark, (used, text) in MARKS.items() if any(map(used, summary.rows))
+    ]
+    lines += ["Marks: " + "; ".join(marks) + ".", ""] if marks else []
+    if not summary.rows:
+        return lines
+    frame = pd.DataFrame(summary.rows, dtype=object).assign(cell=list(map(_cell, summary.rows)))
+    for (task, model, train_len, protocol), panel in frame.groupby(TABLE, sort=False, dropna=False):
+        metrics = ", ".join(sorted(set(panel["metric"])))
+        lines += [f"### {task} · {model} · train_len {train_len} · {protocol} · {metrics}", ""]
+        lines += [*_panel(panel), *_not_learned_caveat(summary, panel["_hash"], "in this table")]
+    return lines
+
+
+def _ranking_section(summary: Summary) -> list[str]:
+    lines = [
+        "## Ranking of positional encodings (mean reciprocal rank)",
+        "",
+        "Within each comparison (same configuration apart from the PE, one length beyond the "
+        "training length, one protocol) PEs are ranked by mean metric, ties sharing the average "
+        "rank; a PE's MRR is the mean of 1/rank over its comparisons (1 = always best). "
+        "Comparisons with a single PE are skipped, and so are comparisons in which no encoding "
+        "learned the task in distribution (listed below). `n_best`: first places, shared ones "
+        "included.",
+        "",
+    ]
+    ranked, where = ranked_rows(summary.rows), "in the ranked comparisons"
+    if not summary.exclude_not_learned:  # otherwise the ranking uses none of them
+        lines += _not_learned_caveat(summary, ranked.get("_hash", []), where, "Caveat:")
+    unranked = {entry["task"] for entry in summary.left_out} - set(ranked.get("task", []))
+    for task in sorted(unranked, key=str):
+        lines += [f"No encoding learned {task} in distribution: nothing to rank.", ""]
+    ranking = pd.DataFrame(summary.ranking, columns=RANKING_COLUMNS)
+    if ranking.empty and not summary.left_out:
+        lines += ["No comparison with two or more PEs beyond the training length.", ""]
+    for scope, entries in ranking.groupby("scope", sort=False):
+        lines += [f"### {'all tasks' if scope == 'all' else scope}", ""]
+        entries = entries.assign(mrr=entries["mrr"].map("{:.3f}".format))
+        entries = entries.assign(mean_rank=entries["mean_rank"].map("{:.2f}".format))
+        body = entries[["position", "pe", "mrr", "mean_rank", "n_comparisons", "n_best"]]
+        lines += _md_table(["#", "pe", "MRR", "mean rank", "comparisons", "n_best"], body.values)
+    if summary.left_out:
+        body = [[e[k] for k in (*TABLE, "n_comparisons", "reason")] for e in summary.left_out]
+        lines += ["### Comparisons left out", ""]
+        lines += _md_table([*TABLE, "comparisons", "reason"], body)
+    return lines
+
+
+def _run_list(summary: Summary, status: str, columns: dict[str, str]) -> list[str]:
+    """The runs with a runs.csv ``status`` as a table (``columns`` -> header), or None."""
+    runs = [row for row in run_table(summary) if row["status"] == status]
+    for row in runs:
+        if row["id_accuracy"] is not None:
+            row["id_accuracy"] = f"{row['id_accuracy']:.3f}"
+    body = [[row[key] for key in columns] for row in runs]
+    return _md_table(list(columns.values()), body) if runs else ["None.", ""]
+
+
+def format_markdown(summary: Summary) -> str:
+    """The human-readable report: settings, tables of mean ± CI, ranking, flags, failures."""
+    lines = [f"# Results summary: `{summary.folder}`", "", *_settings_section(summary)]
+    lines += [*_results_section(summary), *_ranking_section(summary)]
+    lines += [f"## Runs that did not learn in distribution (accuracy < {summary.min_accuracy:g})"]
+    described = {key: key for key in ("pe", "task", "model", "train_len", "seed")}
+    columns = {"run_dir": "run", **described, "id_accuracy": "accuracy at train_len"}
+    lines += ["", *_run_list(summary, "not_learned", columns)]
+    if unchecked := [r for r in summary.aggregated if r.learned is None]:
+        lines += [
+            "Not checked (no accuracy at the training length, e.g. language modelling): "
+            f"{len(unchecked)} run(s).",
+            "",
+        ]
+    columns = {"run_dir": "run", "pe": "pe", "task": "task", "seed": "seed", "reason": "reason"}
+    lines += ["## Failed or missing runs", "", *_run_list(summary, "failed", columns)]
+    if summary.duplicates:
+        lines += ["## Duplicate runs (not counted)", ""]
+        lines += _run_list(summary, "duplicate", {"run_dir": "run", "reason": "reason"})
+    if summary.ignored_tag_files:
+        lines += ["## Re-evaluation files not included", ""]
+        lines += [*(f"- `{name}`" for name in summary.ignored_tag_files), ""]
+    return "\n".join(lines)
+
+
+# -- command line ------------------------------------------------------------------------------
+#: the options aggregate.py and plot.py share: which metric, runs and result files
+SELECTION = {
+    "--metric": dict(
+        default="exact_match",
+        choices=list(METRIC_DIRECTIONS),
+        help="metric to summarise (default exact_match: the whole answer right, what the papers "
+        "compare; accuracy: per-token accuracy; ppl stands in on language-modelling rows, where "
+        "accuracy / exact_match are null)",
+    ),
+    "--min-accuracy": dict(
+        type=float,
+        default=LEARNED_ACCURACY,
+        help="flag runs whose per-token accuracy at the training length is below this (default "
+        f"{LEARNED_ACCURACY}); comparisons in which no run of any PE reaches it are not ranked",
+    ),
+    "--exclude-not-learned": dict(
+        action="store_true",
+        help="leave flagged runs out of the statistics (default: keep and flag them)",
+    ),
+    "--reached-criterion": dict(
+        action="store_true",
+        help="aggregate only runs trained to a criterion (trainer.criterion_target) that reached "
+        "it; the others are counted in summary.md",
+    ),
+    "--tag": dict(
+        default=None,
+        help="aggregate the re-evaluations results.<tag>.json instead of results.json "
+        "(outputs get .<tag> before their extension)",
+    ),
+}
+
+
+def add_selection_arguments(parser) -> None:
+    """The options aggregate.py and plot.py share (``SELECTION``)."""
+    for flag, options in SELECTION.items():
+        parser.add_argument(flag, **options)
+
+
+def summary_from_arguments(args) -> Summary | None:
+    """Aggregate ``args.folder`` as the shared options say; None (message printed) on bad input."""
+    options = {flag[2:].replace("-", "_") for flag in SELECTION}
+    try:
+        return aggregate(args.folder, **{name: getattr(args, name) for name in options})
+    except (ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The CLI behind scripts/aggregate.py."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="aggregate.py",
+        description="Summarise a sweep folder: summary.csv, summary.md, ranking.csv, "
+        "failed.csv, runs.csv (mean ± 95%% CI over seeds). See docs/analysis.md.",
+    )
+    parser.add_argument("folder", type=Path, help="a sweep folder (searched recursively)")
+    add_selection_arguments(parser)
+    summary = summary_from_arguments(parser.parse_args(argv))
+    if summary is None:
+        return 2
+    paths = write_outputs(summary)
+    for line in warnings_for(summary):
+        print(f"warning: {line}", file=sys.stderr)
+    configurations = len({row["_hash"] for row in summary.rows})
+    print(
+        f"{len(summary.aggregated)} run(s) in {configurations} configuration(s) -> "
+        + ", ".join(map(str, paths))
+    )
+    return 0

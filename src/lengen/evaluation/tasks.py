@@ -1,0 +1,260 @@
+"""Per-length evaluation: one results row per requested length, nothing else.
+
+Two protocols (``eval.decoding``), recorded in each row's ``protocol``:
+
+* ``teacher_forced`` (default): the model sees the true answer prefix and is scored on every
+  answer token; ``exact_match`` asks for all of an instance's answer tokens to be right.
+* ``greedy``: the model generates its answer, each token the argmax given the prompt and its own
+  earlier tokens, with the key/value cache of ``lengen.model.cache`` (``decode``); all instances
+  of a batch share one length, so the batch decodes together, one step per answer token.
+  ``exact_match``: the generated answer equals the answer. ``accuracy``: the fraction of
+  generated tokens equal to the answer's token at the same index; after a first error the later
+  tokens continue a diverged answer and are still counted (the usual definition). ``loss``: the
+  teacher-forced loss of the same instances (one full forward pass), so rows of both protocols
+  share its meaning.
+
+  Per model kind: ``decoder`` feeds ``BOS x SEP`` and generates m tokens; ``encoder_decoder``
+  encodes x once and generates m target tokens after BOS; ``encoder`` reads its m answer slots in
+  one bidirectional pass, where nothing depends on earlier outputs, so its greedy answer is the
+  argmax at the slots and its rows equal teacher-forced ones (recorded as ``greedy`` all the same).
+
+  Since decoding scores the function teacher forcing scores (same positions, same length-dependent
+  factors; ``lengen.model.cache``), a greedy answer is entirely right exactly when every
+  teacher-forced argmax is: ``exact_match`` agrees between the protocols up to ties in the argmax,
+  and greedy ``accuracy`` differs by counting tokens after the first error against the model.
+
+Every row also records what it cost: ``seconds``, ``peak_mem_mb`` (growth over the memory in
+use before, ``lengen.measure``) and ``batch_size``: instances per batch, from the token budget
+``eval.max_tokens_per_batch``, halved after each out-of-memory error until it fits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from lengen.checks import EvaluationOutOfMemory
+from lengen.config import PROTOCOLS
+from lengen.data.datamodule import IGNORE, TaskData, max_position
+from lengen.data.source import mix_seed
+from lengen.evaluation.metrics import add_stats, batch_stats, loss_sum, summarise
+from lengen.measure import batch_size_for, is_out_of_memory, measured_with_oom_halving
+from lengen.pe.base import PositionalEncoding
+
+
+def answer_span(targets: Tensor) -> tuple[int, int]:
+    """(first scored index, answer length m) of targets (B, T): every row of a batch shares
+    one layout, whose scored columns (the answer) run from there to the end."""
+    scored = (targets[0] != IGNORE).nonzero().flatten()
+    return int(scored[0]), len(scored)
+
+
+@torch.no_grad()
+def greedy_generate(model: torch.nn.Module, inputs: dict, targets: Tensor) -> Tensor:
+    """Greedy answers (B, m) for one batch, decoded with the key/value cache.
+
+    ``inputs`` are the teacher-forced inputs of the batch (``format_batch``); only their prompt
+    part is read. One step per answer token, for the whole batch at once.
+    """
+    start, answer_length = answer_span(targets)
+    if model.kind == "encoder":  # the answer slots are read in one bidirectional pass
+        return model(**inputs)[:, start:].argmax(-1)
+    if model.kind == "decoder":
+        tokens = inputs["tokens"]  # (B, N): BOS x SEP y1 … y(m−1)
+        cache = model.new_cache(tokens.shape[1])
+        prompt = tokens[:, : start + 1]  # BOS x SEP: the last prompt token predicts y1
+    elif model.kind == "encoder_decoder":
+        tokens = inputs["tgt"]  # (B, m): BOS y1 … y(m−1)
+        cache = model.new_cache(tokens.shape[1], inputs["src"])  # encodes x once
+        prompt = tokens[:, :1]  # BOS
+    else:
+        raise ValueError(f"greedy decoding: unknown model kind {model.kind!r}")
+    generated = []
+    logits = model.decode(prompt, cache)[:, -1]  # (B, V)
+    for index in range(answer_length):
+        token = logits.argmax(-1)  # (B,)
+        generated.append(token)
+        if index + 1 < answer_length:  # the last answer token is never fed back
+            logits = model.decode(token[:, None], cache)[:, -1]
+    return torch.stack(generated, dim=1)  # (B, m)
+
+
+def greedy_stats(
+    model: torch.nn.Module, inputs: dict, targets: Tensor, logits: Tensor
+) -> dict[str, float]:
+    """Summed statistics of one batch under greedy decoding; ``logits`` (B, T, V), the
+    teacher-forced forward pass of the batch, gives the loss."""
+    start, _ = answer_span(targets)
+    answers = targets[:, start:]  # (B, m)
+    correct = greedy_generate(model, inputs, targets) == answers  # (B, m)
+    return {
+        "loss_sum": float(loss_sum(logits, targets)),
+        "tokens": float(correct.numel()),
+        "correct_tokens": float(correct.sum()),
+        "exact": float(correct.all(-1).sum()),
+        "examples": float(targets.shape[0]),
+    }
+
+
+def evaluate_task(
+    data: TaskData,
+    model: torch.nn.Module,
+    lengths: list[int],
+    *,
+    settings,
+    output_dir: Path | None = None,
+    tag: str = "",
+    progress: bool = True,
+) -> list[dict]:
+    """Results rows at every length (the ``eval`` config group in ``settings``).
+
+    Tasks that locate their answer (``task.depth``, e.g. passkey) also write
+    ``accuracy_by_depth<tag>.json`` and its figure into ``output_dir``; ``tag`` is ``""`` for
+    results.json and ``".<tag>"`` for eval.py's results.<tag>.json."""
+    rows = score_lengths(
+        model,
+        data,
+        lengths,
+        samples=settings.samples,
+        max_tokens_per_batch=settings.max_tokens_per_batch,
+        protocol=settings.decoding,
+        position_draws=settings.get("position_draws", 1),
+        progress=progress,
+    )
+    if output_dir is not None and data.locates_answer:
+        from lengen.evaluation.by_depth import depth_report, write_depth_report
+
+        report = depth_report(
+            model,
+            data,
+            lengths,
+            samples=settings.samples,
+            max_tokens_per_batch=settings.max_tokens_per_batch,
+        )
+        write_depth_report(report, Path(output_dir), tag, dpi=settings.get("plot_dpi"))
+    return rows
+
+
+@torch.no_grad()
+def score_lengths(
+    model: torch.nn.Module,
+    data: TaskData,
+    lengths: list[int],
+    *,
+    samples: int,
+    max_tokens_per_batch: int = 65536,
+    protocol: str = "teacher_forced",
+    position_draws: int = 1,
+    progress: bool = True,
+) -> list[dict]:
+    """Score ``samples`` distinct held-out instances at each exact length -> rows sorted by
+    length. Models that randomize positions at evaluation are scored under ``position_draws``
+    draws per length (seeded by the evaluation seed, the length and the draw); their rows hold
+    the mean over draws and ``<metric>_draw_std``, the spread across draws."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"eval.decoding must be one of {', '.join(PROTOCOLS)}; got {protocol!r}")
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    drawing = [
+        pe for pe in model.modules() if isinstance(pe, PositionalEncoding) and pe.randomizing
+    ]
+    draws = position_draws if drawing else 1
+    rows = []
+    for length in tqdm(sorted(set(lengths)), desc="evaluate", unit="length", disable=not progress):
+        inputs = data.held_out_inputs(length, samples, data.eval_seed)  # (N, n), distinct
+
+        def score(batch_size: int, inputs: Tensor = inputs) -> tuple[dict[str, float], dict]:
+            totals: dict[str, float] = {}
+            for batch in data.batches_of(inputs, batch_size):
+                model_inputs = {k: v.to(device) for k, v in batch["inputs"].items()}
+                targets = batch["targets"].to(device)
+                logits = model(**model_inputs)
+                if protocol == "greedy":
+                    add_stats(totals, greedy_stats(model, model_inputs, targets, logits))
+                else:
+                    add_stats(totals, batch_stats(logits, targets))
+            return totals, batch
+
+        batch_size = batch_size_for(
+            data.max_position(length), token_budget=max_tokens_per_batch, max_batch_size=samples
+        )
+        per_draw, costs = [], []
+        for draw in range(draws):
+            for pe in drawing:
+                pe.draw_seed = mix_seed(data.eval_seed, length, draw)
+            try:
+                (totals, batch), cost = measured_with_oom_halving(score, batch_size, device)
+            except Exception as error:
+                raise_if_out_of_memory(error, length, rows, device)
+                raise
+            per_draw.append(summarise(totals))
+            costs.append(cost)
+        for pe in drawing:
+            pe.draw_seed = None
+        baseline_accuracy, baseline_exact = constant_baseline(data.task.solve(inputs))
+        rows.append(
+            {
+                "length": length,
+                "in_distribution": data.min_len <= length <= data.train_len,
+                "max_position": max_position(batch),
+                "protocol": protocol,
+                "n_examples": int(totals["examples"]),
+                "n_unique": int(torch.unique(inputs, dim=0).shape[0]),
+                **over_draws(per_draw),
+                "ppl": None,
+                "chance_accuracy": data.task.chance_accuracy,
+                "baseline_accuracy": baseline_accuracy,
+                "baseline_exact_match": baseline_exact,
+                "seconds": sum(c["seconds"] for c in costs),
+                "peak_mem_mb": max(c["peak_mem_mb"] for c in costs),
+                "batch_size": min(c["batch_size"] for c in costs),
+            }
+        )
+    model.train(was_training)
+    return rows
+
+
+def over_draws(per_draw: list[dict[str, float]]) -> dict:
+    """Metrics averaged over position draws; with several draws also ``position_draws`` and
+    each metric's sample standard deviation across them (``<metric>_draw_std``)."""
+    if len(per_draw) == 1:
+        return per_draw[0]
+    summary: dict = {"position_draws": len(per_draw)}
+    for key in per_draw[0]:
+        values = torch.tensor([draw[key] for draw in per_draw], dtype=torch.float64)
+        summary[key] = float(values.mean())
+        summary[f"{key}_draw_std"] = float(values.std())
+    return summary
+
+
+def constant_baseline(answers: Tensor) -> tuple[float, float]:
+    """(per-token accuracy, exact match) of the best constant predictor on these answers
+    (N, m): the most frequent symbol at each answer position, fitted on the same instances.
+
+    This is the trivial predictor a model must beat, not uniform chance: in bucket sort, for
+    instance, the most frequent symbol per position is right far more often than 1/|symbols|.
+    """
+    answers = answers.long()
+    n_symbols = int(answers.max()) + 1
+    counts = torch.zeros(answers.shape[1], n_symbols, dtype=torch.long)  # (m, V)
+    counts.scatter_add_(1, answers.t(), torch.ones_like(answers.t()))
+    top, mode = counts.max(dim=1)  # (m,) each
+    accuracy = float(top.sum()) / answers.numel()
+    exact = float((answers == mode).all(dim=1).float().mean())
+    return accuracy, exact
+
+
+def raise_if_out_of_memory(error: BaseException, length: int, rows: list[dict], device) -> None:
+    """Out of memory at one instance per batch: one line naming the length, the rows measured
+    so far kept (``EvaluationOutOfMemory.rows``)."""
+    if is_out_of_memory(error):
+        raise EvaluationOutOfMemory(
+            f"eval.lengths: length {length} does not fit in {device} memory even one instance "
+            f"at a time; the {len(rows)} shorter lengths were measured and are kept; allowed: "
+            f"shorter eval.lengths / eval.factors",
+            rows,
+        ) from None

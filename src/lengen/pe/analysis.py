@@ -1,0 +1,67 @@
+"""Numerical checks of the encodings' defining properties, for the analysis figures and tests.
+
+* ``check_shift_rotation``: a sinusoidal table satisfies PE(p + k) = T(k) · PE(p) for a fixed
+  block rotation T(k) (Vaswani et al.'s motivation for the sinusoids);
+* ``rope_relative_scores``: RoPE's q·k as a function of the key's offset from the query, at any
+  query position (equal curves: the score depends on the offset only).
+"""
+
+from __future__ import annotations
+
+
+def shift_rotation_matrix(shift: float, frequencies):
+    """T(k): block-diagonal 2×2 rotations with PE(p + k) = T(k) · PE(p) for an interleaved
+    sinusoidal table (columns 2i, 2i+1 = sin, cos of p·ω_i) -> Tensor[dim, dim], float64.
+
+    Each block is [[cos kω_i, sin kω_i], [−sin kω_i, cos kω_i]], from sin(a+b) = sin a cos b +
+    cos a sin b and cos(a+b) = cos a cos b − sin a sin b."""
+    import torch
+
+    angles = shift * torch.as_tensor(frequencies, dtype=torch.float64)  # (dim/2,)
+    cos, sin = angles.cos(), angles.sin()
+    dim = 2 * angles.shape[0]
+    sin_rows = torch.arange(0, dim, 2)  # row of each block's sin component
+    cos_rows = sin_rows + 1
+    rotation = torch.zeros(dim, dim, dtype=torch.float64)
+    rotation[sin_rows, sin_rows], rotation[sin_rows, cos_rows] = cos, sin
+    rotation[cos_rows, sin_rows], rotation[cos_rows, cos_rows] = -sin, cos
+    return rotation
+
+
+def check_shift_rotation(table, base: float = 10000.0) -> float:
+    """max over p, k (p + k < length) of |T(k) · PE(p) − PE(p + k)| for an interleaved
+    sinusoidal table [length, dim] (a tensor or an array), with T(k) from
+    :func:`shift_rotation_matrix` and ω_i = base^(−2i/dim) computed here in float64,
+    independently of ``lengen.pe``.
+
+    A correct table gives its own rounding error: for fp32, about length · 2⁻²⁴ (the fp32
+    angle p·ω at the largest position; 7e-6 at 128 positions, 6e-5 at 1024); a float64 table
+    ~1e-13. A corrupted table (wrong frequency, swapped or shifted columns) gives O(1)."""
+    import torch
+
+    table = torch.as_tensor(table)
+    if table.ndim != 2 or table.shape[1] % 2:
+        raise ValueError(f"need a table [length, even dim], got shape {tuple(table.shape)}")
+    length, dim = table.shape
+    frequencies = base ** -(torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (dim/2,)
+    table = table.to(torch.float64)
+    error = 0.0
+    for shift in range(length):
+        rotation = shift_rotation_matrix(shift, frequencies)  # (dim, dim)
+        predicted = table[: length - shift] @ rotation.T  # row p: T(k) · PE(p)
+        error = max(error, (predicted - table[shift:]).abs().max().item())
+    return error
+
+
+def rope_relative_scores(query, key, offsets, base: float = 10000.0, query_position: int = 0):
+    """q·k after RoPE with q at ``query_position`` and k at query_position + offset, for each
+    offset -> Tensor[len(offsets)] (float64 dot products of the rotated fp32 vectors)."""
+    import torch
+
+    from lengen.pe import apply_rope
+
+    offsets = torch.as_tensor(offsets)
+    q = apply_rope(query[None, :], torch.tensor([query_position]), base)  # (1, D)
+    keys = key[None, :].expand(len(offsets), -1)  # (K, D)
+    k = apply_rope(keys, query_position + offsets, base)  # (K, D)
+    return k.double() @ q[0].double()

@@ -1,0 +1,41 @@
+"""Every figure lengen draws (matplotlib, no display needed), and only figures.
+
+``plots.run``: one run's figures (metric vs length, accuracy by depth, loss by position,
+attention maps); ``plots.sweep``: an aggregated sweep's; ``plots.pe``: the encodings' own;
+``plots.common``: the shared look. The command line is ``scripts/plot.py``.
+"""
+
+from lengen.plots.common import OKABE_ITO, PAPER_RC, PE_STYLES, length_axis, pe_style, save_figure
+from lengen.plots.pe import plot_pe_analysis
+from lengen.plots.run import (
+    plot_attention_distance,
+    plot_attention_maps,
+    plot_depth_heatmap,
+    plot_extrapolation,
+    plot_loss_by_position,
+)
+from lengen.plots.sweep import (
+    extrapolation_means,
+    plot_extrapolation_heatmap,
+    plot_metric_vs_length,
+    plot_sweep,
+)
+
+__all__ = [
+    "OKABE_ITO",
+    "PAPER_RC",
+    "PE_STYLES",
+    "extrapolation_means",
+    "length_axis",
+    "pe_style",
+    "plot_attention_distance",
+    "plot_attention_maps",
+    "plot_depth_heatmap",
+    "plot_extrapolation",
+    "plot_extrapolation_heatmap",
+    "plot_loss_by_position",
+    "plot_metric_vs_length",
+    "plot_pe_analysis",
+    "plot_sweep",
+    "save_figure",
+]

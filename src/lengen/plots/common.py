@@ -1,0 +1,174 @@
+"""The shared look of every figure: palette, per-PE styles, paper rc, axes and saving."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def length_axis(ax, lengths: list[int], train_len: int) -> None:
+    """Evaluation lengths on x (log2 when they span 4× or more), training length marked."""
+    ax.axvline(
+        train_len,
+        color="black",
+        linestyle="--",
+        linewidth=1,
+        label=f"training length ({train_len})",
+    )
+    if len(lengths) > 1 and max(lengths) / max(min(lengths), 1) >= 4:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [str(length) for length in lengths])
+
+
+#: Okabe & Ito (2008) colour-blind-safe palette (yellow left out: too light on white)
+OKABE_ITO = {
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky_blue": "#56B4E9",
+    "bluish_green": "#009E73",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "reddish_purple": "#CC79A7",
+}
+#: a fixed colour, marker and line style per PE name, so a PE looks the same in every figure;
+#: the five first-slice PEs get five well-separated colours; the later ones share a colour with a
+#: relative and differ in marker and line style (xPos ~ RoPE, FIRE ~ ALiBi, Sandwich ~ sinusoidal)
+PE_STYLES = {
+    "nope": (OKABE_ITO["black"], "o", "-"),
+    "sinusoidal": (OKABE_ITO["bluish_green"], "s", "-"),
+    "learned": (OKABE_ITO["reddish_purple"], "D", "-"),
+    "alibi": (OKABE_ITO["blue"], "^", "-"),
+    "rope": (OKABE_ITO["vermillion"], "v", "-"),
+    "t5": (OKABE_ITO["orange"], "P", "-"),
+    "kerple": (OKABE_ITO["sky_blue"], "X", "-"),
+    "fire": (OKABE_ITO["blue"], "*", "--"),
+    "sandwich": (OKABE_ITO["bluish_green"], "h", "--"),
+    "xpos": (OKABE_ITO["vermillion"], "<", "--"),
+    "cope": (OKABE_ITO["orange"], ">", "--"),
+}
+_MARKERS = "osD^vPX*h<>p"
+#: resolution of saved PNGs unless a caller passes one (run figures: ``eval.plot_dpi``)
+DEFAULT_DPI = 200
+PAPER_RC = {
+    "font.size": 10,
+    "axes.titlesize": 10,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "legend.title_fontsize": 9,
+    "figure.dpi": 100,
+    "savefig.dpi": DEFAULT_DPI,
+    "pdf.fonttype": 42,  # TrueType in PDFs: editable text, accepted by publishers
+}
+
+
+def pe_style(name: str) -> tuple[str, str, str]:
+    """(colour, marker, line style) of a PE name; unknown names get a colour from a hash of
+    the name (deterministic across runs and machines, unlike Python's ``hash``)."""
+    if name in PE_STYLES:
+        return PE_STYLES[name]
+    import hashlib
+
+    digest = int(hashlib.sha256(name.encode()).hexdigest(), 16)
+    colours = list(OKABE_ITO.values())
+    return colours[digest % len(colours)], _MARKERS[digest % len(_MARKERS)], ":"
+
+
+def pyplot():
+    import logging
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    # embedding TrueType fonts in PDFs logs every subset table at INFO: not the user's business
+    logging.getLogger("fontTools").setLevel(logging.WARNING)
+    return plt
+
+
+def save_figure(
+    fig,
+    stem: str | Path,
+    formats: tuple[str, ...] = ("png", "pdf"),
+    dpi: int | None = None,
+) -> list[Path]:
+    """Write ``stem.<format>`` for each format, atomically (a hidden temporary file, then a
+    rename), with TrueType text in PDFs; close the figure -> the paths written. ``dpi`` sets
+    the raster formats' resolution (default ``DEFAULT_DPI``; ``eval.plot_dpi`` for run
+    figures); a PDF is vector, so it only affects images embedded in it."""
+    plt = pyplot()
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = []
+    with plt.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42}):  # read when saving
+        for fmt in formats:
+            path = stem.with_name(f"{stem.name}.{fmt}")
+            tmp = stem.with_name(f".{stem.name}.tmp.{fmt}")
+            fig.savefig(tmp, bbox_inches="tight", dpi=dpi or DEFAULT_DPI)
+            tmp.replace(path)
+            paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def figure_stem(path: str | Path) -> Path:
+    """``run/extrapolation.tag.png`` -> ``run/extrapolation.tag``: where a caller names the
+    PNG, its figure is written as every format beside it."""
+    path = Path(path)
+    return path.with_suffix("") if path.suffix in (".png", ".pdf", ".svg") else path
+
+
+def wrap_title(text: str, width: int = 64) -> str:
+    """A long ``a · b · c`` label on as few lines of at most ``width`` characters as it
+    takes, broken at the `` · `` separators (inside a part only where a part is longer)."""
+    import textwrap
+
+    lines: list[str] = []
+    for part in str(text).split(" · "):
+        if lines and len(lines[-1]) + 3 + len(part) <= width:
+            lines[-1] += " · " + part
+        else:
+            lines += textwrap.wrap(part, width) or [""]
+    return "\n".join(lines)
+
+
+def plain_number(value: float) -> str:
+    """A tick label in plain decimals, 4 significant digits at most: 10.25, 40, 1200, 0.5."""
+    import numpy as np
+
+    if value == 0 or not np.isfinite(value):
+        return f"{value:g}"
+    return np.format_float_positional(value, precision=4, fractional=False, trim="-")
+
+
+def plain_log_axis(ax, values, axis: str = "y") -> None:
+    """A log axis for positive ``values`` (perplexity) with a few plain decimal ticks, never
+    "1.025×10¹": 1-2-5 steps per decade over a range of 10× or more, else ~5 evenly spaced
+    round values; minor ticks unlabelled."""
+    import numpy as np
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    axis_ = ax.yaxis if axis == "y" else ax.xaxis
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    finite = np.asarray([v for v in values if v is not None], dtype=np.float64)
+    finite = finite[np.isfinite(finite) & (finite > 0)]
+    if finite.size and finite.max() / finite.min() >= 10:
+        axis_.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    else:
+        axis_.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
+    axis_.set_major_formatter(FuncFormatter(lambda value, _: plain_number(value)))
+    axis_.set_minor_formatter(NullFormatter())
+
+
+def safe_name(text) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in str(text))
+
+
+def metric_label(metric: str) -> str:
+    return {
+        "accuracy": "per-token accuracy",
+        "exact_match": "exact match",
+        "ppl": "perplexity",
+        "loss": "loss (nats / token)",
+    }.get(metric, metric)

@@ -1,0 +1,183 @@
+"""Figures of the encodings themselves (``python scripts/plot.py pe-analysis``); the numerical
+checks they print come from ``lengen.pe.analysis``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from lengen.pe.analysis import check_shift_rotation, rope_relative_scores
+from lengen.plots.common import OKABE_ITO, PAPER_RC, pyplot, save_figure
+
+
+def plot_pe_analysis(
+    out_dir: str | Path,
+    pe: str = "all",
+    length: int = 128,
+    dim: int = 64,
+    base: float = 10000.0,
+    formats: tuple[str, ...] = ("png", "pdf"),
+) -> dict:
+    """Figures of the encodings themselves; returns {'paths': [...], numerical checks …}.
+
+    sinusoidal: the table as a heatmap (positions × dimensions), the sin/cos waveforms of a
+    few frequency pairs, PE(p0)·PE(p) vs p − p0 for two p0 (the curves coincide: the dot
+    product depends on the offset only), and the check PE(p+k) = T(k)·PE(p) with a corrupted
+    control table, printed by the CLI and drawn per shift k (``pe_sinusoidal_shift_check``). rope: q·k vs relative offset for q = k = 1 and a random pair."""
+    import torch
+
+    from lengen.pe import sinusoidal_table
+
+    if pe not in ("all", "sinusoidal", "rope"):
+        raise ValueError(f"pe must be one of all, sinusoidal, rope; got {pe!r}")
+    if length < 2 or dim < 2 or dim % 2:
+        raise ValueError(f"need length >= 2 and an even dim >= 2; got {length}, {dim}")
+    plt = pyplot()
+    out_dir = Path(out_dir)
+    report = {"paths": []}
+    if pe in ("all", "sinusoidal"):
+        table = sinusoidal_table(length, dim, base)  # (length, dim), fp32
+        report["shift_rotation_error"] = check_shift_rotation(table, base)
+        corrupted = table.clone()
+        corrupted[:, [0, 1]] = corrupted[:, [1, 0]]  # swap sin and cos of the fastest pair
+        report["corrupted_shift_rotation_error"] = check_shift_rotation(corrupted, base)
+        table = table.numpy()
+        with plt.rc_context(PAPER_RC):
+            fig, ax = plt.subplots(figsize=(6.0, 4.0))
+            image = ax.imshow(table, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+            ax.set_xlabel("dimension (2i: sin, 2i+1: cos)")
+            ax.set_ylabel("position p")
+            ax.set_title(f"sinusoidal encoding, d={dim}, base={base:g}")
+            fig.colorbar(image, ax=ax, label="PE(p, dimension)")
+        report["paths"] += save_figure(fig, out_dir / "pe_sinusoidal_matrix", formats)
+
+        pairs = sorted({0, dim // 16, dim // 8, dim // 4} & set(range(dim // 2)))
+        positions = torch.arange(length).numpy()
+        with plt.rc_context(PAPER_RC):
+            fig, axes = plt.subplots(len(pairs), 1, figsize=(6.0, 1.3 + 1.0 * len(pairs)))
+            for ax, pair in zip(list(getattr(axes, "flat", [axes])), pairs, strict=True):
+                omega = base ** (-2 * pair / dim)
+                ax.plot(positions, table[:, 2 * pair], color=OKABE_ITO["blue"], label="sin")
+                ax.plot(
+                    positions,
+                    table[:, 2 * pair + 1],
+                    color=OKABE_ITO["vermillion"],
+                    linestyle="--",
+                    label="cos",
+                )
+                ax.set_ylabel(f"dims {2 * pair}, {2 * pair + 1}")
+                ax.set_title(f"ω = {omega:.3g} (wavelength {2 * math.pi / omega:.3g})", fontsize=9)
+                ax.set_ylim(-1.15, 1.15)
+                ax.grid(alpha=0.3)
+            ax.set_xlabel("position p")
+            fig.suptitle(f"sinusoidal encoding, d={dim}: sin (solid) and cos (dashed) pairs")
+            fig.tight_layout()
+        report["paths"] += save_figure(fig, out_dir / "pe_sinusoidal_waveforms", formats)
+
+        with plt.rc_context(PAPER_RC):
+            fig, ax = plt.subplots(figsize=(6.0, 3.6))
+            for anchor, style in ((length // 4, "-"), (3 * length // 4, "--")):
+                similarity = table @ table[anchor]  # (length,)
+                ax.plot(
+                    positions - anchor,
+                    similarity,
+                    linestyle=style,
+                    color=OKABE_ITO["blue"] if style == "-" else OKABE_ITO["orange"],
+                    label=f"p0 = {anchor}",
+                )
+            ax.set_xlabel("offset p − p0")
+            ax.set_ylabel("PE(p0) · PE(p)")
+            ax.set_title(f"sinusoidal: dot product depends on the offset only (max {dim // 2})")
+            ax.grid(alpha=0.3)
+            ax.legend(frameon=False)
+        report["paths"] += save_figure(fig, out_dir / "pe_sinusoidal_similarity", formats)
+
+        fig = shift_check_figure(
+            shift_errors(torch.from_numpy(table), base),
+            shift_errors(corrupted, base),
+            report["shift_rotation_error"],
+            report["corrupted_shift_rotation_error"],
+            length,
+            dim,
+        )
+        report["paths"] += save_figure(fig, out_dir / "pe_sinusoidal_shift_check", formats)
+
+    if pe in ("all", "rope"):
+        generator = torch.Generator().manual_seed(0)
+        random_q, random_k = torch.randn(2, dim, generator=generator)
+        ones = torch.ones(dim)
+        offsets = torch.arange(length)
+        at_zero = rope_relative_scores(random_q, random_k, offsets, base, 0)
+        shifted = rope_relative_scores(random_q, random_k, offsets, base, length // 2 + 1)
+        report["rope_relative_error"] = (at_zero - shifted).abs().max().item()
+        at_zero = at_zero.numpy()
+        with plt.rc_context(PAPER_RC):
+            fig, ax = plt.subplots(figsize=(6.0, 3.6))
+            ax.plot(
+                offsets.numpy(),
+                rope_relative_scores(ones, ones, offsets, base).numpy() / dim,
+                color=OKABE_ITO["vermillion"],
+                label="q = k = 1 (normalised by d)",
+            )
+            ax.plot(
+                offsets.numpy(),
+                at_zero / dim,
+                color=OKABE_ITO["blue"],
+                linestyle="--",
+                label="random q, k (seed 0), / d",
+            )
+            ax.set_xlabel("relative offset n − m (key minus query position)")
+            ax.set_ylabel("RoPE score q_m · k_n / d")
+            ax.set_title(f"RoPE, head dim {dim}, base {base:g}")
+            ax.grid(alpha=0.3)
+            ax.legend(frameon=False)
+        report["paths"] += save_figure(fig, out_dir / "pe_rope_relative_score", formats)
+    return report
+
+
+def shift_errors(table, base: float = 10000.0):
+    """max over p of |T(k) · PE(p) − PE(p + k)| for each shift k = 1 … length − 1 of an
+    interleaved sinusoidal table -> Tensor[length − 1], float64 (k = 0 is the identity).
+    ``lengen.pe.analysis.check_shift_rotation`` is the max of these; this is the same check
+    kept per shift, for the figure."""
+    import torch
+
+    from lengen.pe.analysis import shift_rotation_matrix
+
+    table = torch.as_tensor(table).to(torch.float64)  # (length, dim)
+    length, dim = table.shape
+    frequencies = base ** -(torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (dim/2,)
+    errors = []
+    for shift in range(1, length):
+        predicted = table[: length - shift] @ shift_rotation_matrix(shift, frequencies).T
+        errors.append((predicted - table[shift:]).abs().max())
+    return torch.stack(errors) if errors else torch.zeros(0, dtype=torch.float64)
+
+
+def shift_check_figure(errors, corrupted_errors, max_error, corrupted_max, length, dim):
+    """The shift check as a figure, not saved: max_p |T(k)·PE(p) − PE(p+k)| against the shift
+    k for the real table and for the corrupted control, log y axis, with the fp32 rounding
+    level L · 2⁻²⁴ (the rounding of the largest angle p·ω) drawn; the title states the maxima."""
+    plt = pyplot()
+    shifts = range(1, len(errors) + 1)
+    rounding = length * 2**-24
+    with plt.rc_context(PAPER_RC):
+        fig, ax = plt.subplots(figsize=(6.0, 3.8), layout="constrained")
+        ax.plot(shifts, errors.numpy(), color=OKABE_ITO["blue"], marker=".", markersize=3,
+                label="sinusoidal table (fp32)")  # fmt: skip
+        ax.plot(shifts, corrupted_errors.numpy(), color=OKABE_ITO["vermillion"], linestyle="--",
+                label="control: sin and cos of pair 0 swapped")  # fmt: skip
+        ax.axhline(rounding, color="grey", linestyle=":", linewidth=1.2,
+                   label=f"fp32 rounding of the largest angle, L·2⁻²⁴ = {rounding:.1e}")  # fmt: skip
+        ax.set_yscale("log")
+        ax.set_xlabel("shift k (positions)")
+        ax.set_ylabel("max over p of |T(k)·PE(p) − PE(p+k)|")
+        ax.set_title(
+            f"PE(p+k) = T(k)·PE(p), sinusoidal table {length}×{dim}: max error "
+            f"{max_error:.1e}\n(fp32 rounding ≈ {rounding:.1e}); corrupted control: "
+            f"{corrupted_max:.1e}",
+            fontsize=9,
+        )
+        ax.grid(alpha=0.3)
+        ax.legend(frameon=False, fontsize=8, loc="center right")
+    return fig

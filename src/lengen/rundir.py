@@ -1,0 +1,384 @@
+"""The rules of a run directory, in one object.
+
+* A directory holding a finished ``results.json`` is never written into again: a fresh run is
+  refused; ``resume=true`` or ``auto`` says it is done and returns its results.
+* ``checkpoints/last.ckpt`` without results is an interrupted run: only ``resume=true`` or
+  ``auto`` (with the same config, ``RunDirectory.resume_point``) continues it; ``auto``
+  starts a directory without a checkpoint afresh.
+* One process owns a run directory: ``start`` takes an exclusive lock (``.lock``, released when
+  the process ends), and a second run there is refused.
+* ``config.yaml`` is written when a fresh run starts (so failed runs are diagnosable), and the
+  data card beside it; a resumed run removes the interruption's ``failed.json``.
+* A failure writes ``failed.json`` (the error; the traceback for crashes), unless finished.
+* Lightning's CSV logger would delete an interrupted run's ``metrics.csv``; it is continued.
+* Only rank 0 of a multi-process run writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import traceback
+import warnings
+from pathlib import Path
+
+try:  # POSIX: run-directory locks; elsewhere runs go unlocked
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
+
+from omegaconf import DictConfig, OmegaConf
+
+from lengen.checks import ConfigError, Preempted, TrainingDiverged
+from lengen.config import RESUME_MAY_CHANGE
+from lengen.results import atomic_write_text
+
+FAILED = "failed.json"
+LOCK = ".lock"
+_HELD: set[int] = set()  # descriptors of the locks this process holds
+
+
+def is_rank_zero() -> bool:
+    """Whether this process is the first of a multi-process run (or the only one), read from
+    the variables Lightning, torchrun and SLURM set, so that it is known before any import."""
+    import os
+
+    for variable in ("RANK", "SLURM_PROCID"):
+        if os.environ.get(variable, "").isdigit():
+            return int(os.environ[variable]) == 0
+    return os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0"
+
+
+def resolve_run_dir(cfg: DictConfig, run_dir: str | Path | None) -> Path:
+    if run_dir is None:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            run_dir = HydraConfig.get().runtime.output_dir
+        elif "hydra" in cfg:
+            run_dir = cfg.hydra.run.dir
+        else:
+            raise ConfigError("hydra.run.dir is unknown: pass run_dir= to run() outside Hydra")
+    return Path(run_dir)
+
+
+def resolved_config(cfg: DictConfig) -> dict:
+    """The config as written to config.yaml and checkpoints: resolved, without ``hydra``."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    container.pop("hydra", None)
+    return container
+
+
+def _flatten(node, prefix: str = "") -> dict:
+    if isinstance(node, dict):
+        flat = {}
+        for key, value in node.items():
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        return flat or {prefix[:-1]: {}}
+    return {prefix[:-1]: node}
+
+
+def config_differences(saved: dict, current: dict) -> list[str]:
+    """Keys whose values differ between two resolved configs, except RESUME_MAY_CHANGE."""
+    before, after = _flatten(saved), _flatten(current)
+    changed = []
+    for key in sorted(set(before) | set(after)):
+        if any(key == k or key.startswith(k + ".") for k in RESUME_MAY_CHANGE):
+            continue
+        if before.get(key, "<absent>") != after.get(key, "<absent>"):
+            changed.append(f"{key} ({before.get(key, '<absent>')} -> {after.get(key, '<absent>')})")
+    return changed
+
+
+def resume_refusal(cfg: DictConfig, run_dir: Path, rank_zero: bool = True) -> str | None:
+    """Why ``cfg`` may not start or continue in ``run_dir`` (one line naming the key), or None.
+
+    Reads only config.yaml and whether files exist (no torch): the entry point asks this before
+    Hydra writes anything. A fresh run refuses an interrupted run's directory; ``resume=true``
+    refuses a directory without a checkpoint and a config that would train something else."""
+    checkpoint = run_dir / "checkpoints" / "last.ckpt"
+    mode = str(cfg.resume).lower()
+    if cfg.resume == "auto" and not checkpoint.exists():
+        return None  # nothing to continue: a fresh run
+    if not cfg.resume:
+        if rank_zero and checkpoint.exists():
+            return (
+                f"hydra.run.dir={run_dir} holds an interrupted run (checkpoints/last.ckpt, no "
+                f"results.json); allowed: resume=true to continue it, or a new hydra.run.dir"
+            )
+        return None
+    if not checkpoint.is_file():
+        return (
+            f"resume=true: no checkpoint at {checkpoint}; allowed: resume=true with "
+            f"hydra.run.dir=<the interrupted run's directory>, resume=auto, or resume=false"
+        )
+    saved_path = run_dir / "config.yaml"
+    if saved_path.is_file():
+        try:
+            saved = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=True)
+        except Exception as error:  # noqa: BLE001 - any parse failure: a damaged record
+            first = (
+                str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            )
+            return f"resume: {saved_path} cannot be read ({first}); allowed: a new hydra.run.dir"
+        changed = config_differences(saved, resolved_config(cfg))
+        if changed:
+            return (
+                f"resume={mode}: the config differs from the run's config.yaml in "
+                f"{', '.join(changed)}; allowed: the same config, changing only "
+                f"{', '.join(RESUME_MAY_CHANGE[1:])}"
+            )
+    return None
+
+
+def stored_config_refusal(run_dir: Path, checkpoint: dict) -> str | None:
+    """Why a checkpoint may not be evaluated as this directory's run: the config stored in it
+    differs from the directory's config.yaml in what was trained (two runs that shared one
+    directory), or None."""
+    stored = checkpoint.get("lengen", {}).get("config")
+    saved_path = run_dir / "config.yaml"
+    if not stored or not saved_path.is_file():
+        return None
+    saved = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=True)
+    changed = config_differences(stored, saved)
+    if not changed:
+        return None
+    return (
+        f"run={run_dir}: checkpoints/last.ckpt was trained with another config than config.yaml "
+        f"({', '.join(changed[:3])}); allowed: a run directory whose checkpoint is its own"
+    )
+
+
+def in_use_message(path: Path) -> str:
+    return (
+        f"hydra.run.dir={path} is in use by another running process; allowed: a new "
+        f"hydra.run.dir, or wait until that run ends"
+    )
+
+
+def save_config(cfg: DictConfig, path: Path) -> None:
+    atomic_write_text(path, OmegaConf.to_yaml(resolved_config(cfg)))
+
+
+def load_config(run_dir: Path, overrides: list[str] | tuple = ()) -> DictConfig:
+    """A run's config.yaml with ``key=value`` overrides applied (keys must already exist)."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    config_path = run_dir / "config.yaml"
+    if not config_path.is_file():
+        raise ConfigError(f"run={run_dir}: no config.yaml there; allowed: a lengen run directory")
+    try:
+        cfg = OmegaConf.load(config_path)
+        if not isinstance(cfg, DictConfig) or "pe" not in cfg:
+            raise ValueError("not a lengen config")
+    except Exception as error:  # noqa: BLE001 - any parse failure: a damaged record
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ConfigError(
+            f"run={run_dir}: config.yaml cannot be read ({first}); allowed: a lengen run "
+            f"directory with its config.yaml intact"
+        ) from None
+    OmegaConf.set_struct(cfg, True)
+    for override in overrides:
+        key = override.partition("=")[0]
+        try:
+            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([override]))
+        except OmegaConfBaseException as error:
+            first = str(error).splitlines()[0]
+            raise ConfigError(
+                f"{key}: cannot apply {override!r} to this run's config ({first})"
+            ) from None
+    return cfg
+
+
+class RunDirectory:
+    """One run's directory: what it holds decides what a run may do there."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.results = self.path / "results.json"
+        self.checkpoint = self.path / "checkpoints" / "last.ckpt"
+        self.rank_zero = is_rank_zero()
+        self._lock: int | None = None
+
+    def finished(self, cfg: DictConfig) -> dict | None:
+        """A finished run's results under ``resume=true``; a fresh run there is refused."""
+        if not self.results.exists():
+            return None
+        if cfg.resume:
+            mode = str(cfg.resume).lower()
+            print(f"resume={mode}: {self.path} already finished (results.json); nothing to do")
+            return json.loads(self.results.read_text())
+        raise ConfigError(
+            f"hydra.run.dir={self.path} already holds a finished run (results.json); "
+            f"allowed: a new hydra.run.dir, or remove that directory yourself"
+        )
+
+    def check_start(self, cfg: DictConfig) -> None:
+        """Whether ``cfg`` may start or continue here, read without writing or importing
+        torch (the entry point asks before Hydra creates anything); ConfigError if not."""
+        if self.path.exists() and not os.access(self.path, os.W_OK):
+            raise ConfigError(
+                f"hydra.run.dir={self.path}: the directory is not writable; allowed: a "
+                f"writable directory"
+            )
+        if self.in_use():
+            raise ConfigError(in_use_message(self.path))
+        refusal = resume_refusal(cfg, self.path, self.rank_zero)
+        if refusal is not None:
+            raise ConfigError(refusal)
+
+    def start(self, cfg: DictConfig) -> tuple[Path, int] | None:
+        """Create and lock the directory; -> (checkpoint, step) to resume from, or None."""
+        resumed = self.resume_point(cfg)
+        self.path.mkdir(parents=True, exist_ok=True)
+        if self.rank_zero:
+            self.lock()
+        if self.rank_zero and resumed is None:
+            save_config(cfg, self.path / "config.yaml")
+        if self.rank_zero and resumed is not None:  # the interruption's record no longer applies
+            (self.path / FAILED).unlink(missing_ok=True)
+        return resumed
+
+    def resume_point(self, cfg: DictConfig) -> tuple[Path, int, dict | None] | None:
+        """The checkpoint to continue from, its step and the training row logged last
+        (``resume=true``, or ``auto`` where a checkpoint exists), or None for a fresh run: the directory's rules
+        (``resume_refusal``), then the checkpoint itself — a truncated or foreign file, or one
+        whose stored config is not the directory's, is refused before Lightning reads it."""
+        refusal = resume_refusal(cfg, self.path, self.rank_zero)
+        if refusal is not None:
+            raise ConfigError(refusal)
+        if not cfg.resume or not self.checkpoint.is_file():
+            return None
+        from lengen.checkpoints import load_checkpoint
+
+        state = load_checkpoint(self.checkpoint, "resume")
+        if "global_step" not in state or "state_dict" not in state:
+            raise ConfigError(
+                f"resume: {self.checkpoint} is not a Lightning checkpoint of a lengen run"
+            )
+        stored = state.get("lengen", {}).get("config")
+        changed = config_differences(stored, resolved_config(cfg)) if stored else []
+        if changed:
+            raise ConfigError(
+                f"resume: {self.checkpoint} was written by another config than this run's "
+                f"({', '.join(changed[:3])}); allowed: the run directory it belongs to"
+            )
+        return self.checkpoint, state["global_step"], state.get("lengen", {}).get("last_logged")
+
+    # -- ownership -------------------------------------------------------------------------------
+    def lock(self) -> None:
+        """Own the directory until ``release`` or the process ends (an exclusive ``flock`` on
+        ``.lock``, which the kernel drops with the process, so a killed run leaves no stale
+        lock); a second process is refused."""
+        if fcntl is None or self._lock is not None:
+            return
+        descriptor = os.open(self.path / LOCK, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(descriptor)
+            raise ConfigError(in_use_message(self.path)) from None
+        os.ftruncate(descriptor, 0)
+        os.write(descriptor, f"{os.getpid()}\n".encode())
+        self._lock = descriptor
+        _HELD.add(descriptor)
+
+    @contextlib.contextmanager
+    def owned(self, cfg: DictConfig):
+        """``start`` for the length of a with-block: the directory stays locked until it ends
+        (raised or not); yields what ``start`` returns."""
+        resumed = self.start(cfg)
+        try:
+            yield resumed
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        if self._lock is not None:
+            _HELD.discard(self._lock)
+            os.close(self._lock)  # closing drops the flock
+            self._lock = None
+
+    @staticmethod
+    def release_all() -> None:
+        """Drop every lock this process holds (the end of a sweep's job)."""
+        while _HELD:
+            os.close(_HELD.pop())  # closing drops the flock
+
+    def in_use(self) -> bool:
+        """Whether another process holds the directory's lock (checked before Hydra writes)."""
+        if fcntl is None or not (self.path / LOCK).is_file():
+            return False
+        descriptor = os.open(self.path / LOCK, os.O_RDONLY)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except OSError:
+            return True
+        finally:
+            os.close(descriptor)
+
+    def write_data_card(self, data, lengths: list[int]) -> None:
+        card = data.card(lengths)
+        if self.rank_zero and card is not None:
+            text = json.dumps(card, indent=2, ensure_ascii=False) + "\n"
+            atomic_write_text(self.path / "data_card.json", text)
+
+    def record_failure(self, error: BaseException) -> None:
+        """Write failed.json, unless the directory is missing or holds finished results."""
+        if not self.rank_zero or not self.path.is_dir() or self.results.exists():
+            return  # rank 0 writes for all the processes of a multi-process run
+        report = {
+            "error": str(error).splitlines()[0] if str(error) else type(error).__name__,
+            "type": type(error).__name__,
+        }
+        if not isinstance(error, ConfigError | TrainingDiverged | Preempted):
+            report["traceback"] = traceback.format_exception(error)
+        atomic_write_text(self.path / FAILED, json.dumps(report, indent=2) + "\n")
+
+    def continue_csv_log(self, logger, step: int, last_row: dict | None = None) -> None:
+        """Keep an interrupted run's CSV log up to ``step``, which Lightning's CSV logger would
+        delete when it starts; the resumed run appends to it (a step logged after the checkpoint
+        and before a crash is dropped, so no step appears twice). ``last_row``, the training row
+        of the checkpoint's own step (logged just after it was written), is restored if a kill
+        kept it off the disk."""
+        import csv
+
+        from pytorch_lightning.loggers import CSVLogger
+
+        if not self.rank_zero or not isinstance(logger, CSVLogger):
+            return  # wandb: the resumed part is a new wandb run
+        path = Path(logger.log_dir) / "metrics.csv"
+        if not path.is_file():
+            return
+        with open(path, newline="") as file:
+            reader = csv.DictReader(file)
+            keys = list(reader.fieldnames or [])
+            rows = [row for row in reader if row.get("step") and int(row["step"]) < step]
+        if (
+            last_row
+            and last_row["step"] == step - 1
+            and not any(int(row["step"]) == step - 1 and row.get("train/loss") for row in rows)
+        ):
+            keys = list(dict.fromkeys([*keys, *last_row]))
+            rows.append({key: str(value) for key, value in last_row.items()})
+        with warnings.catch_warnings():  # its warning that it deletes the file: we put it back
+            warnings.simplefilter("ignore")
+            writer = logger.experiment
+        writer.metrics_keys = sorted(keys)  # later rows merge their columns with these
+        with open(path, "w", newline="") as file:
+            out = csv.DictWriter(file, fieldnames=writer.metrics_keys)
+            out.writeheader()
+            out.writerows(rows)
+
+    def write_results(
+        self, results: dict, results_path: Path, plot_path: Path, dpi: int | None = None
+    ) -> None:
+        """The extrapolation figure (``plot_path``, a PNG of ``dpi``, and the PDF beside it),
+        then results.json (last: its presence means finished)."""
+        from lengen.plots import plot_extrapolation
+        from lengen.results import write_results
+
+        plot_extrapolation(results, plot_path, dpi=dpi)
+        write_results(results_path, results)

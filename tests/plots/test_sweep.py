@@ -1,0 +1,91 @@
+"""Sweep figures: scripts/plot.py on a fake sweep (tests/sweep_fixture.py) writes every panel and
+the heatmap; the metric-vs-length panel draws the trivial baseline and the position-draw spread."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import CONFIG_DIR, assert_pdf, assert_png
+from lengen.aggregate import aggregate
+from lengen.plots import plot_metric_vs_length
+from sweep_fixture import make_sweep, write_run
+
+ROOT = CONFIG_DIR.parent
+
+
+@pytest.fixture(scope="module")
+def plotted(tmp_path_factory) -> Path:
+    """The fake sweep with scripts/plot.py run on it (once for the module)."""
+    sweep = make_sweep(tmp_path_factory.mktemp("plots") / "sweep")
+    # a second task: the PE × task heatmap is drawn only when there are several setups
+    write_run(sweep, "alibi_reverse_seed0", accuracy={4: 0.9, 8: 0.4},
+              overrides={"data.name": "reverse"})  # fmt: skip
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "plot.py"), str(sweep)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return sweep
+
+
+def test_sweep_plot_writes_a_png_per_panel(plotted):
+    # the default metric is exact match
+    assert_png(plotted / "extrapolation_exact_match_copy_decoder_len4.png")
+
+
+def test_sweep_plot_writes_a_pdf_per_panel(plotted):
+    assert_pdf(plotted / "extrapolation_exact_match_copy_decoder_len4.pdf")
+
+
+def test_sweep_plot_writes_the_heatmap(plotted):
+    assert_png(plotted / "heatmap_exact_match.png")
+    assert_pdf(plotted / "heatmap_exact_match.pdf")
+
+
+@pytest.fixture
+def panel(tmp_path):
+    """The metric-vs-length axes of two seeds whose rows carry a baseline (0.5 at length 4,
+    0.45 at 8 on average) and a spread over position draws at length 8 (0.02 and 0.04)."""
+    for seed in (0, 1):
+        fields = {
+            4: {"baseline_accuracy": 0.5},
+            8: {"baseline_accuracy": 0.5 - seed / 10}
+            | {"position_draws": 4, "accuracy_draw_std": 0.02 * (seed + 1)},
+        }
+        write_run(tmp_path, f"s{seed}", seed=seed, accuracy={4: 1.0, 8: 0.8}, row_fields=fields)
+    fig = plot_metric_vs_length(aggregate(tmp_path, metric="accuracy").rows)
+    yield fig.axes[0]
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def test_sweep_figure_draws_the_baseline_per_length_grey_dashed(panel):
+    (line,) = [line for line in panel.lines if line.get_label().startswith("baseline")]
+    assert (line.get_color(), line.get_linestyle()) == ("grey", "--")
+    assert list(line.get_xdata()) == [4, 8]
+    assert list(line.get_ydata()) == pytest.approx([0.5, 0.45])
+
+
+def test_sweep_figure_draws_the_position_draw_spread_as_error_bars(panel):
+    (bars,) = panel.containers
+    (segments,) = [collection.get_segments() for collection in bars.lines[2]]
+    # one bar, at length 8: mean 0.8 ± the seed mean of the draw std, 0.03
+    ((x_low, low), (x_high, high)) = segments[0]
+    assert (x_low, x_high, low, high) == pytest.approx((8, 8, 0.77, 0.83))
+
+
+def test_no_heatmap_for_a_single_setup(tmp_path):
+    from lengen.plots import plot_extrapolation_heatmap
+
+    rows = [r for r in aggregate(make_sweep(tmp_path / "sweep")).rows if r["task"] == "copy"]
+    rows = [
+        r for r in rows if (r["model"], r["train_len"]) == (rows[0]["model"], rows[0]["train_len"])
+    ]
+    assert plot_extrapolation_heatmap(rows) is None

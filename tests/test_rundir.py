@@ -1,0 +1,231 @@
+"""Run-directory rules: one owner, stable names per configuration, resume=auto, and refusals
+that happen before anything is written."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import CONFIG_DIR, compose_train, run_train
+from lengen.checks import ConfigError
+from lengen.config import run_id
+from lengen.rundir import LOCK, RunDirectory, resume_refusal
+from lengen.train import run
+
+FAST = ["debug=fast", "eval.factors=[1]", "logger=none"]
+
+
+def test_run_id_ignores_the_seed_and_resume_settings():
+    assert run_id(compose_train()) == run_id(compose_train("seed=3", "resume=auto"))
+
+
+def test_run_id_names_what_is_trained():
+    assert run_id(compose_train()) != run_id(compose_train("pe=alibi"))
+
+
+def test_a_second_process_is_refused_a_locked_directory(tmp_path):
+    holder = os.open(tmp_path / LOCK, os.O_CREAT | os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # another process's run (flock locks are per open file)
+    try:
+        with pytest.raises(ConfigError, match=r"^hydra.run.dir=.* is in use by another"):
+            RunDirectory(tmp_path).lock()
+    finally:
+        os.close(holder)
+
+
+def test_a_lock_is_dropped_when_released(tmp_path):
+    RunDirectory(tmp_path).lock()
+    RunDirectory.release_all()
+    assert not RunDirectory(tmp_path).in_use()
+
+
+def test_resume_true_without_a_checkpoint_is_refused_without_reading_torch(tmp_path):
+    refusal = resume_refusal(compose_train("resume=true"), tmp_path)
+    assert refusal.startswith("resume=true: no checkpoint at")
+
+
+def test_resume_auto_starts_a_directory_without_a_checkpoint(tmp_path):
+    assert resume_refusal(compose_train("resume=auto"), tmp_path) is None
+
+
+def test_resume_auto_on_a_finished_run_returns_its_results(tmp_path):
+    first = run(compose_train(*FAST), run_dir=tmp_path)
+    again = run(compose_train(*FAST, "resume=auto"), run_dir=tmp_path)
+    assert again["eval"] == first["eval"]
+
+
+def test_eval_refuses_a_checkpoint_trained_with_another_config(tmp_path):
+    from lengen.reeval import evaluate_run
+
+    run(compose_train(*FAST), run_dir=tmp_path)
+    config = (tmp_path / "config.yaml").read_text()
+    (tmp_path / "config.yaml").write_text(config.replace("name: rope", "name: alibi", 1))
+    with pytest.raises(ConfigError, match=r"^run=.*trained with another config"):
+        evaluate_run([f"run={tmp_path}"])
+
+
+@pytest.mark.parametrize("override", ["pe=alibi", "model._target_=lengen.model.EncoderOnly"])
+def test_eval_refuses_to_swap_the_model_or_encoding(tmp_path, override):
+    from lengen.reeval import evaluate_run
+
+    with pytest.raises(
+        ConfigError, match=rf"^{override.split('=')[0]}=.*re-evaluates the run's own"
+    ):
+        evaluate_run([f"run={tmp_path}", override])
+
+
+def test_a_refused_command_creates_no_directory(tmp_path):
+    target = tmp_path / "run"
+    result = run_train("pe=xpos", "model=encoder", f"hydra.run.dir={target}")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: pe: XPos") and "Traceback" not in result.stderr
+    assert not target.exists()
+
+
+def test_a_refused_command_leaves_a_finished_run_untouched(tmp_path):
+    run(compose_train(*FAST), run_dir=tmp_path)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    result = run_train(*FAST, "pe=alibi", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 2 and "already holds a finished run" in result.stderr
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_resume_true_into_a_missing_directory_creates_nothing(tmp_path):
+    target = tmp_path / "never"
+    result = run_train(*FAST, "resume=true", f"hydra.run.dir={target}")
+    assert result.returncode == 2 and result.stderr.startswith("error: resume=true: no checkpoint")
+    assert not target.exists()
+
+
+def test_an_empty_run_dir_is_refused(tmp_path):
+    result = run_train("hydra.run.dir=", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.startswith("error: hydra.run.dir: empty")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_seed_beyond_32_bits_names_the_key():
+    result = run_train("seed=4294967296")
+    assert result.returncode == 2 and result.stderr.startswith("error: seed must be")
+
+
+def test_a_sweep_reruns_only_what_is_missing(tmp_path):
+    sweep = ["-m", *FAST, "trainer.max_steps=2", f"hydra.sweep.dir={tmp_path}", "resume=auto"]
+    assert run_train(*sweep, "seed=0").returncode == 0
+    grown = run_train(*sweep, "seed=0,1")
+    assert grown.returncode == 0, grown.stderr[-2000:]
+    assert "2 runs (1 finished earlier, 1 trained)" in grown.stdout
+    assert len([p for p in tmp_path.iterdir() if (p / "results.json").is_file()]) == 2
+    assert f"next: python scripts/aggregate.py {tmp_path}" in grown.stdout
+
+
+def test_two_default_runs_in_one_second_get_two_directories(tmp_path):
+    command = [sys.executable, str(CONFIG_DIR.parent / "train.py"), *FAST, "trainer.max_steps=2"]
+    runs = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL) for _ in range(2)]  # fmt: skip
+    assert [p.wait(timeout=300) for p in runs] == [0, 0]
+    finished = list((tmp_path / "results" / "runs").glob("*/results.json"))
+    assert len(finished) == 2
+    assert len({json.loads(p.read_text())["seed"] for p in finished}) == 1
+
+
+@pytest.mark.parametrize("delay", [0.5, 4.0])
+def test_an_early_sigterm_stops_with_a_checkpoint_and_a_record(tmp_path, delay):
+    # 0.5 s: during imports and the command-line checks; 4 s: around Hydra's and Lightning's
+    # start-up, where Lightning's own handler used to bypass the signal (exit 0, nothing saved)
+    import signal
+    import time
+
+    command = [sys.executable, str(CONFIG_DIR.parent / "train.py"), "debug=fast",
+               "trainer.max_steps=200", "logger=none", f"hydra.run.dir={tmp_path}"]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(delay)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert json.loads((tmp_path / "failed.json").read_text())["type"] == "Preempted"
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_a_kill_after_a_checkpoint_loses_no_logged_row(tmp_path, monkeypatch):
+    # the checkpoint's own step is logged just after it is written: a SIGKILL in between used
+    # to lose that row for good (the resumed run starts at the next step)
+    import csv
+    import signal
+
+    import lengen.lit
+    from lengen.checks import Preempted
+
+    settings = ["debug=fast", "trainer.max_steps=6", "trainer.log_every_n_steps=1",
+                "trainer.checkpoint_every_n_steps=null", "eval.factors=[1]", "logger=csv"]  # fmt: skip
+    real = lengen.lit.LitModel.training_step
+
+    def signalling(self, batch, batch_idx):
+        if self.global_step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(self, batch, batch_idx)
+
+    monkeypatch.setattr(lengen.lit.LitModel, "training_step", signalling)
+    with pytest.raises(Preempted, match="at step 4"):
+        run(compose_train(*settings), run_dir=tmp_path)
+    monkeypatch.setattr(lengen.lit.LitModel, "training_step", real)
+    log = tmp_path / "logs" / "metrics.csv"
+    with open(log, newline="") as file:  # as if the kill came before the row of step 3 was saved
+        rows = [row for row in csv.DictReader(file) if int(row["step"]) < 3]
+        keys = list(rows[0])
+    with open(log, "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(rows)
+    run(compose_train(*settings, "resume=true"), run_dir=tmp_path)
+    with open(log, newline="") as file:
+        steps = sorted({int(r["step"]) for r in csv.DictReader(file) if r.get("train/loss")})
+    assert steps == list(range(6))
+
+
+def test_a_run_killed_while_evaluating_resumes_with_its_validation(tmp_path, monkeypatch):
+    import lengen.train
+
+    def killed(*args, **kwargs):
+        raise SystemExit(137)  # as if SIGKILLed during the final evaluation
+
+    settings = [*FAST, "trainer.max_steps=4"]
+    whole = run(compose_train(*settings), run_dir=tmp_path / "whole")
+    monkeypatch.setattr(lengen.train, "evaluate_and_write", killed)
+    with pytest.raises(SystemExit):
+        run(compose_train(*settings), run_dir=tmp_path / "cut")
+    monkeypatch.undo()
+    resumed = run(compose_train(*settings, "resume=true"), run_dir=tmp_path / "cut")
+    assert resumed["validation"] == whole["validation"] != {}
+
+
+def test_a_size_that_cannot_fit_is_refused_before_anything_runs(tmp_path):
+    result = run_train("data.len=1000000000", f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: data.len=1000000000: a training step needs")
+    assert not (tmp_path / "run").exists()
+
+
+def test_out_of_memory_at_one_instance_keeps_the_rows_measured(tmp_path, monkeypatch):
+    import lengen.evaluation.tasks as tasks
+    from lengen.checks import EvaluationOutOfMemory
+
+    real = tasks.measured_with_oom_halving
+
+    def short_of_memory(score, batch_size, device):
+        if score.__defaults__[0].shape[1] > 16:  # the inputs of lengths past 16
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory")
+        return real(score, batch_size, device)
+
+    monkeypatch.setattr(tasks, "measured_with_oom_halving", short_of_memory)
+    with pytest.raises(EvaluationOutOfMemory, match=r"^eval.lengths: length 32 does not fit"):
+        run(compose_train(*FAST, "eval.factors=[1,2,4]"), run_dir=tmp_path)
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [row["length"] for row in results["eval"]] == [16]
+    assert any("length 32 does not fit" in w for w in results["warnings"])
