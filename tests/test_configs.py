@@ -162,3 +162,9 @@ def test_unknown_group_choice_lists_allowed_values():
 
 def test_known_group_choices_pass():
     check_group_overrides(["pe=rope,alibi", "model=encoder", "data.len=8", "experiment=null"])
+
+
+@pytest.mark.parametrize("recipe", ["mcgill_small", "chomsky_small"])
+def test_task_recipes_compare_encodings_by_generated_answers(recipe):
+    # the cited papers compare encodings by exact match on generated answers
+    assert compose_train(f"experiment={recipe}").eval.decoding == "greedy"
