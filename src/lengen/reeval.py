@@ -58,11 +58,7 @@ def free_tag(run_dir: Path, tag: str | None) -> str:
 
 
 def evaluate_run(arguments: Sequence[str]) -> dict:
-    from lengen.build import build, check_resources
-    from lengen.checkpoints import load_checkpoint, load_weights
-    from lengen.rundir import RunDirectory
-    from lengen.train import evaluate_and_write
-
+    # the command line and the run directory are checked before torch or Lightning is imported
     run_dir, tag, overrides = parse_arguments(arguments)
     cfg = load_config(run_dir, overrides)
     if not (run_dir / "results.json").is_file():  # its last.ckpt is a mid-training state
@@ -71,9 +67,14 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
             f"directory, or finish this one first with resume=true hydra.run.dir={run_dir}"
         )
     validate(cfg)
-    check_resources(cfg)
     if not os.access(run_dir, os.W_OK):  # found now, not after the whole evaluation
         raise ConfigError(f"run={run_dir}: the directory is not writable; allowed: a writable run")
+    from lengen.build import build, check_resources
+    from lengen.checkpoints import load_checkpoint, load_weights
+    from lengen.rundir import RunDirectory
+    from lengen.train import evaluate_and_write
+
+    check_resources(cfg)
     checkpoint = load_checkpoint(run_dir, "run")
     refusal = stored_config_refusal(run_dir, checkpoint)
     if refusal is not None:
