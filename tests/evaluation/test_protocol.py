@@ -20,6 +20,12 @@ def binary_copy(length: int = 8) -> TaskData:
     return TaskData(task=Copy(n_symbols=2), len=length, min_len=length, batch_size=4)
 
 
+def tiny_decoder(data: TaskData, pe=NoPE) -> DecoderOnly:
+    torch.manual_seed(0)
+    return DecoderOnly(pe=pe, vocab_size=data.vocab_size, d_model=16, n_layers=1, n_heads=2,
+                       d_ff=32)  # fmt: skip
+
+
 def all_held_out_strings(length: int) -> set[tuple[int, ...]]:
     every = torch.tensor(list(itertools.product([0, 1], repeat=length)))  # (2^n, n)
     return {tuple(row) for row in every[held_out(every)].tolist()}
@@ -43,8 +49,7 @@ def test_a_large_space_gives_exactly_the_samples_asked_for():
 def test_rows_record_distinct_instances():
     torch.manual_seed(0)
     data = binary_copy()
-    model = DecoderOnly(pe=NoPE, vocab_size=data.vocab_size, d_model=16, n_layers=1, n_heads=2,
-                        d_ff=32)  # fmt: skip
+    model = tiny_decoder(data)
     (row,) = score_lengths(model, data, [8], samples=512, progress=False)
     assert row["n_examples"] == row["n_unique"] == len(all_held_out_strings(8))
 
@@ -58,8 +63,7 @@ def test_constant_baseline_reference_values():
 def test_rows_carry_the_baseline_of_their_instances():
     torch.manual_seed(0)
     data = binary_copy()
-    model = DecoderOnly(pe=NoPE, vocab_size=data.vocab_size, d_model=16, n_layers=1, n_heads=2,
-                        d_ff=32)  # fmt: skip
+    model = tiny_decoder(data)
     (row,) = score_lengths(model, data, [12], samples=64, progress=False)
     inputs = data.held_out_inputs(12, 64, data.eval_seed)
     expected = constant_baseline(data.task.solve(inputs))
@@ -71,10 +75,7 @@ def randomized_model(data: TaskData):
 
     from lengen.pe import RoPE
 
-    torch.manual_seed(0)
-    pe = partial(RoPE, randomized=True, max_position=256)
-    model = DecoderOnly(pe=pe, vocab_size=data.vocab_size, d_model=16, n_layers=1, n_heads=2,
-                        d_ff=32)  # fmt: skip
+    model = tiny_decoder(data, partial(RoPE, randomized=True, max_position=256))
     with torch.no_grad():  # sharp attention: at initialisation positions barely matter
         for parameter in model.parameters():
             parameter.mul_(30)
@@ -99,8 +100,7 @@ def test_position_draws_are_reproducible():
 
 def test_models_without_randomized_positions_are_scored_once():
     data = binary_copy()
-    model = DecoderOnly(pe=NoPE, vocab_size=data.vocab_size, d_model=16, n_layers=1, n_heads=2,
-                        d_ff=32)  # fmt: skip
+    model = tiny_decoder(data)
     (row,) = score_lengths(model, data, [16], samples=32, position_draws=5, progress=False)
     assert "position_draws" not in row and "loss_draw_std" not in row
 
