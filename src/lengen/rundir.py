@@ -228,8 +228,8 @@ class RunDirectory:
         if refusal is not None:
             raise ConfigError(refusal)
 
-    def start(self, cfg: DictConfig) -> tuple[Path, int] | None:
-        """Create and lock the directory; -> (checkpoint, step) to resume from, or None."""
+    def start(self, cfg: DictConfig) -> tuple[Path, int, dict | None] | None:
+        """Create and lock the directory; -> what ``resume_point`` returns (None: fresh)."""
         resumed = self.resume_point(cfg)
         self.path.mkdir(parents=True, exist_ok=True)
         if self.rank_zero:

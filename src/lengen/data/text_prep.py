@@ -18,6 +18,7 @@ module is cheap, so ``lengen.config`` can call :func:`validate_text_config` befo
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import hashlib
 import json
@@ -85,33 +86,40 @@ def file_builder(key: str, files: list[Path]) -> str:
 def check_text_files(key: str, files: list[Path], builder: str) -> None:
     """Refuse, naming ``key``, a file that is empty, or for plain text binary or not UTF-8:
     found here, before ``datasets`` prints its progress bars and fails deep inside."""
-    import codecs
-
     for path in files:
-        if path.stat().st_size == 0:
+        stat = path.stat()
+        if stat.st_size == 0:
             raise ValueError(f"{key}: {path} is empty; allowed: files holding text")
         if builder != "text":
             continue
-        decoder = codecs.getincrementaldecoder("utf-8")()
-        with open(path, "rb") as handle:
-            while block := handle.read(1 << 22):
-                if b"\0" in block:
-                    raise ValueError(
-                        f"{key}: {path} holds NUL bytes (a binary file?); allowed: UTF-8 text"
-                    )
-                try:
-                    decoder.decode(block)
-                except UnicodeDecodeError as error:
-                    raise ValueError(
-                        f"{key}: {path} is not UTF-8 ({error.reason} at byte {error.start} of a "
-                        f"block); allowed: UTF-8 text (convert it, e.g. iconv -f latin1 -t utf-8)"
-                    ) from None
-        try:
-            decoder.decode(b"", final=True)
-        except UnicodeDecodeError:
-            raise ValueError(
-                f"{key}: {path} ends inside a UTF-8 character; allowed: UTF-8 text"
-            ) from None
+        problem = _utf8_problem(path, stat.st_size, stat.st_mtime_ns)
+        if problem is not None:
+            raise ValueError(f"{key}: {path} {problem}")
+
+
+@functools.lru_cache(maxsize=64)
+def _utf8_problem(path: Path, size: int, mtime_ns: int) -> str | None:
+    """Why a file is not UTF-8 text, or None; read once per (file, size, mtime) in a process
+    (the entry point's check and the run's validation read a corpus once, not twice)."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 22):
+            if b"\0" in block:
+                return "holds NUL bytes (a binary file?); allowed: UTF-8 text"
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as error:
+                return (
+                    f"is not UTF-8 ({error.reason} at byte {error.start} of a block); allowed: "
+                    f"UTF-8 text (convert it, e.g. iconv -f latin1 -t utf-8)"
+                )
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return "ends inside a UTF-8 character; allowed: UTF-8 text"
+    return None
 
 
 def content_hash(files: Iterable[Path]) -> str:
