@@ -3,11 +3,14 @@
 python scripts/plot.py <folder> [--metric exact_match] [--exclude-not-learned] [--tag TAG] [--out DIR]
 python scripts/plot.py attention <run dir> --length L [--samples 16] [--out DIR]
 python scripts/plot.py pe-analysis [--pe all|sinusoidal|rope] [--length 128] [--dim 64] --out DIR
+python scripts/plot.py pe-analysis --grid 16x16 [--pe all|sinusoidal|rope|rope_mixed|alibi] --out DIR
 
 The first writes extrapolation_<metric>_<task>_<model>_len<L>.{png,pdf} (mean ± 95% CI over
 seeds per PE) and heatmap_<metric>.{png,pdf} into the folder; the second the attention maps and
 mean attention distance of a run's checkpoint at one length; the third the PE-matrix, waveform,
-similarity and RoPE-score figures and prints the PE(p+k) = T(k)·PE(p) check.
+similarity and RoPE-score figures and prints the PE(p+k) = T(k)·PE(p) check; with ``--grid HxW``
+the same on a 2-D grid, seen from the centre cell (similarity image, 2-D RoPE and RoPE-Mixed
+scores with the offset-only check, ALiBi's distances).
 See docs/analysis.md.
 """
 
@@ -19,6 +22,7 @@ from pathlib import Path
 
 from lengen.caches import use_lengen_caches
 from lengen.plots import plot_pe_analysis, plot_sweep
+from lengen.plots.pe import GRID_ENCODINGS, plot_pe_grid_analysis
 
 use_lengen_caches()  # lengen imports matplotlib lazily: this runs before it (docs/scaling.md)
 
@@ -32,14 +36,28 @@ def main(argv: list[str] | None = None) -> int:
         parser = argparse.ArgumentParser(
             prog="plot.py pe-analysis", description="Figures of the PE math (docs/analysis.md)."
         )
-        parser.add_argument("--pe", default="all", choices=["all", "sinusoidal", "rope"])
+        parser.add_argument(
+            "--pe", default="all", choices=sorted({"all", "sinusoidal", "rope", *GRID_ENCODINGS})
+        )
         parser.add_argument("--length", type=int, default=128, help="positions (default 128)")
         parser.add_argument("--dim", type=int, default=64, help="model / head dim (default 64)")
-        parser.add_argument("--base", type=float, default=10000.0)
+        parser.add_argument(
+            "--base", type=float, default=None, help="default 10000 (grids: each one's default)"
+        )
+        parser.add_argument(
+            "--grid", default=None, help="HxW, e.g. 16x16: the encodings on a 2-D grid"
+        )
         parser.add_argument("--out", type=Path, required=True, help="folder for the figures")
         args = parser.parse_args(argv[1:])
+        if args.grid is not None:
+            return _grid_analysis(args)
+        if args.pe not in ("all", "sinusoidal", "rope"):
+            print(f"error: --pe {args.pe} is drawn on grids only (--grid HxW)", file=sys.stderr)
+            return 2
         try:
-            report = plot_pe_analysis(args.out, args.pe, args.length, args.dim, args.base)
+            report = plot_pe_analysis(
+                args.out, args.pe, args.length, args.dim, args.base or 10000.0
+            )
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
@@ -78,6 +96,29 @@ def main(argv: list[str] | None = None) -> int:
     if not paths:
         print("warning: nothing to plot (no aggregated runs)", file=sys.stderr)
     print("\n".join(str(path) for path in paths))
+    return 0
+
+
+def _grid_analysis(args) -> int:
+    """``plot.py pe-analysis --grid HxW``: the grid figures and their numerical checks."""
+    try:
+        shape = tuple(int(size) for size in args.grid.lower().split("x"))
+        report = plot_pe_grid_analysis(args.out, args.pe, shape, args.dim, args.base)
+    except ValueError as error:
+        message = str(error)
+        if "invalid literal" in message:
+            message = f"--grid must be HxW with integer sides, e.g. 16x16; got {args.grid!r}"
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+    for key, label in (("grid_rope", "axial RoPE"), ("grid_rope_mixed", "RoPE-Mixed (init)")):
+        if f"{key}_offset_error" in report:
+            row, column = report[f"{key}_axis_dependence"]
+            print(
+                f"{label} on a {args.grid} grid: score depends on the offset vector only, max "
+                f"|s(p+δ, q+δ) − s(p, q)| = {report[f'{key}_offset_error']:.2e}; a unit step "
+                f"along the row / column axis changes it by {row:.2f} / {column:.2f}"
+            )
+    print("\n".join(str(path) for path in report["paths"]))
     return 0
 
 

@@ -8,7 +8,7 @@ import torch
 from omegaconf import DictConfig
 
 from helpers import CONFIG_DIR, compose_train, yaml_choices
-from lengen.build import build, instantiate_named, model_kind
+from lengen.build import build, config_axes, instantiate_named, model_kind
 from lengen.config import (
     ConfigError,
     check_group_overrides,
@@ -21,6 +21,17 @@ GROUPS = sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir() and p.name !=
 CHOICES = [(group, name) for group in GROUPS for name in yaml_choices(group)]
 
 
+def is_grid_data(name: str) -> bool:
+    """configs/data/<name>.yaml is a grid or volume task (positions on several axes)."""
+    from omegaconf import OmegaConf
+
+    data = OmegaConf.load(CONFIG_DIR / "data" / f"{name}.yaml")
+    return config_axes(OmegaConf.create({"data": data})) > 1
+
+
+GRID_DATA = [name for name in yaml_choices("data") if is_grid_data(name)]
+
+
 def test_every_group_has_choices():
     assert {"pe", "model", "data", "trainer", "logger", "eval"} <= set(GROUPS)
     assert all(yaml_choices(group) for group in GROUPS)
@@ -29,7 +40,13 @@ def test_every_group_has_choices():
 def compose_choice(group: str, name: str, tmp_path) -> DictConfig:
     """The choice's config; text data reads a tiny local corpus instead of its own (which may
     need ../shared or the network), tokenised by bytes, cached under tmp_path, in windows of
-    64 tokens (the GPU recipe's 512 make its forward pass slow on a CPU)."""
+    64 tokens (the GPU recipe's 512 make its forward pass slow on a CPU). Grid tasks compose
+    with model=encoder, the one kind that runs them (the others: test_grid_data_refuses_…)."""
+    if group == "data" and name in GRID_DATA:
+        # volumes: the default pe=rope splits each head's rotary pairs evenly between 3 axes,
+        # which the encoder's default head dimension (128 / 4 = 32) does not allow
+        sizes = ["model.d_model=96"] if config_axes(compose_train(f"data={name}")) == 3 else []
+        return compose_train(f"data={name}", "model=encoder", *sizes)
     cfg = compose_train(f"{group}={name}")
     if cfg.data.get("_target_") != "lengen.data.text.TextData":
         return cfg
@@ -67,6 +84,20 @@ def test_choice_instantiates(group, name, tmp_path):
     assert trainer.max_steps == cfg.trainer.max_steps
     if logger:
         logger.finalize("success")
+
+
+def test_grid_tasks_are_found():
+    assert {"grid_transpose", "grid_locate", "volume_locate", "shapes"} <= set(GRID_DATA)
+
+
+@pytest.mark.parametrize("model", [m for m in yaml_choices("model") if m != "encoder"])
+@pytest.mark.parametrize("name", GRID_DATA)
+def test_grid_data_refuses_other_model_kinds_in_one_line_naming_model(name, model):
+    with pytest.raises(ConfigError) as error:
+        build(compose_train(f"data={name}", f"model={model}"), meta=True)
+    message = str(error.value)
+    assert message.startswith(f"model={model}: task {name}") and "\n" not in message
+    assert message.endswith("allowed: model=encoder")
 
 
 @pytest.mark.parametrize("name", yaml_choices("pe"))

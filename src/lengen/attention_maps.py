@@ -84,7 +84,7 @@ def recording_attention():
 @torch.no_grad()
 def record_attention(model: torch.nn.Module, inputs: dict) -> list[Tensor]:
     """Weights of every positional self-attention layer for one batch -> [(B, H, Tq, Tk)]."""
-    longest = max(t.shape[1] for t in inputs.values())
+    longest = max(t.shape[1] for name, t in inputs.items() if name != "positions")
     if longest > MAX_MAP_LENGTH:
         raise ValueError(
             f"length: attention maps are formed explicitly, up to {MAX_MAP_LENGTH} positions; "
@@ -136,7 +136,7 @@ def analyse_run(
 
     from lengen.api import load_run
     from lengen.config import ConfigError
-    from lengen.data.datamodule import TaskData
+    from lengen.data.datamodule import TaskData, max_position
     from lengen.plots import plot_attention_distance, plot_attention_maps
     from lengen.results import atomic_write_text
 
@@ -154,8 +154,8 @@ def analyse_run(
         "run": str(run_dir),
         "length": length,
         "train_len": data.train_len,
-        "max_position": max(t.shape[1] for t in batch["inputs"].values()),
-        "samples": int(next(iter(batch["inputs"].values())).shape[0]),
+        "max_position": max_position(batch),  # grids: the extent along one axis
+        "samples": int(batch["targets"].shape[0]),
         "layers": names,
         "mean_attention_distance": distances.tolist(),
         "paths": [],

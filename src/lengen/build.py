@@ -6,6 +6,7 @@ Used by training (``lengen.train``), re-evaluation (``lengen.reeval``), attentio
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 
@@ -48,11 +49,10 @@ def build(cfg: DictConfig, *, meta: bool = False):
 
     The PE is wired in here, visibly: the pe yaml gives a partial; the run adds what the
     table-based encodings need to know about lengths; the model supplies its sizes.
-    ``meta=True`` builds the model on PyTorch's meta device (shapes, no memory): every
-    component's own checks run, at any model size, in well under a second.
+    ``meta=True`` builds the model for its checks only (``shapes_only``: layer weights on the
+    meta device, no initialisers): every component's own checks run, at any model size, in
+    well under a second.
     """
-    import contextlib
-
     import torch
 
     lengths = eval_lengths(cfg)
@@ -66,13 +66,16 @@ def build(cfg: DictConfig, *, meta: bool = False):
             **({"max_steps": cfg.trainer.max_steps} if "curriculum" in cfg.data else {}),
         )
         data.check_eval_lengths(lengths)
+        # grids: positions have data.axes axes and the extents are per axis; sequences pass
+        # no axes keyword, so their PE is built exactly as before
         pe = functools.partial(
             instantiate_named(cfg.pe),
             train_positions=data.max_position(data.train_len),
             max_positions=max(data.max_position(length) for length in lengths),
+            **({"axes": data.axes} if data.axes > 1 else {}),
         )
         torch.manual_seed(cfg.seed)
-        with torch.device("meta") if meta else contextlib.nullcontext():
+        with shapes_only() if meta else contextlib.nullcontext():
             model = instantiate_named(cfg.model, pe=pe, vocab_size=data.vocab_size)
     except Exception as error:  # the components' own checks name the key
         cause = _user_error(error)
@@ -80,6 +83,54 @@ def build(cfg: DictConfig, *, meta: bool = False):
             raise
         raise ConfigError(str(cause)) from None
     return data, model, lengths
+
+
+#: initialisers with nothing to compute on the meta device (``torch.nn.init`` and in-place
+#: Tensor methods); ``shapes_only`` returns their tensor untouched
+_INITIALISERS = frozenset(
+    [
+        "normal_",
+        "uniform_",
+        "trunc_normal_",
+        "kaiming_uniform_",
+        "kaiming_normal_",
+        "xavier_uniform_",
+        "xavier_normal_",
+        "orthogonal_",
+        "zeros_",
+        "ones_",
+        "constant_",
+        "zero_",
+        "fill_",
+        "bernoulli_",
+        "random_",
+        "exponential_",
+    ]
+)
+
+
+def shapes_only():
+    """A context in which modules are built for their checks only: the weights that
+    ``torch.nn`` layers allocate (``torch.empty``) land on the meta device (shapes, no memory,
+    at any model size) and random initialisers are skipped; everything else (an encoding's
+    frequency tables, slopes) is computed on the CPU as usual.
+
+    Why not the whole build under ``torch.device("meta")``: on the meta device many ops
+    (float64 ``arange``, elementwise products, ``normal_``) run Python reference kernels whose
+    first call imports torch._dynamo, about 1 s of a 2.5 s refused command on this machine."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class ShapesOnly(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if getattr(func, "__name__", "") in _INITIALISERS:
+                return args[0] if args else kwargs["tensor"]
+            if func is torch.empty:
+                kwargs = {**kwargs, "device": "meta"}
+            return func(*args, **kwargs)
+
+    return ShapesOnly()
 
 
 def _user_error(error: BaseException) -> ValueError | None:
@@ -140,6 +191,17 @@ def available_memory(cfg: DictConfig) -> tuple[int, str]:
     return 0, ""
 
 
+def config_axes(cfg: DictConfig) -> int:
+    """Axes of the data's positions, read from the config without building anything: the
+    task class's ``axes`` (grid tasks 2, volumes 3); 1 for text and sequence tasks."""
+    from hydra.utils import get_class
+
+    task = cfg.data.get("task")
+    if task is None or "_target_" not in task:
+        return 1
+    return int(getattr(get_class(task._target_), "axes", 1))
+
+
 def check_memory(cfg: DictConfig) -> None:
     """Refuse, before building anything, sizes that cannot fit: a training step's activations
     (a lower bound: every instance at least ``data.len`` positions long) and one instance at the
@@ -151,17 +213,20 @@ def check_memory(cfg: DictConfig) -> None:
     if not available:
         return
     model, gib = cfg.model, 2**30
+    axes = config_axes(cfg)
     per_token = 12 * model.d_model + 2 * model.d_ff  # floats one layer keeps for backward
-    train = 4 * cfg.data.batch_size * cfg.data.len * model.n_layers * per_token
+    tokens = cfg.data.len**axes  # grids: data.len is the side (shapes: pixels, an upper bound)
+    train = 4 * cfg.data.batch_size * tokens * model.n_layers * per_token
     if train > available:
+        shown = f"{cfg.data.len}^{axes} = {tokens:,}" if axes > 1 else f"{tokens}"
         raise ConfigError(
             f"data.len={cfg.data.len}: a training step needs at least {train / gib:,.1f} GiB of "
-            f"activations (data.batch_size {cfg.data.batch_size} × {cfg.data.len} positions × "
+            f"activations (data.batch_size {cfg.data.batch_size} × {shown} positions × "
             f"{model.n_layers} layers), more than the {available / gib:,.1f} GiB of {where} "
             f"memory available; allowed: a smaller data.len, data.batch_size or model"
         )
     longest = max(eval_lengths(cfg))
-    evaluation = 4 * longest * (8 * model.d_model + model.d_ff) * 2  # one instance, no grad
+    evaluation = 4 * longest**axes * (8 * model.d_model + model.d_ff) * 2  # one instance, no grad
     if evaluation > available:
         key = "eval.lengths" if cfg.eval.lengths is not None else "eval.factors"
         raise ConfigError(

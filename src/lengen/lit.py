@@ -100,7 +100,8 @@ class LitModel(pl.LightningModule):
                 f"trainer.gradient_clip_val, or another seed"
             )
         # tokens of the global batch: every rank trains on an equal share
-        shard_tokens = sum(t.numel() for t in batch["inputs"].values())
+        # (``positions`` (T, A) of grid tasks is shared by the rows: coordinates, not tokens)
+        shard_tokens = sum(t.numel() for k, t in batch["inputs"].items() if k != "positions")
         self.train_tokens += shard_tokens * self.trainer.world_size
         accuracy = stats["correct_tokens"] / max(stats["tokens"], 1.0)
         self.log("train/loss", loss, prog_bar=True)
@@ -185,11 +186,14 @@ class LitModel(pl.LightningModule):
 
 
 def shard(batch: dict, rank: int, world_size: int) -> dict:
-    """This rank's rows ``rank::world_size`` of a global batch."""
+    """This rank's rows ``rank::world_size`` of a global batch (grid tasks' ``positions``
+    (T, A), shared by every row, is kept whole)."""
     if world_size == 1:
         return batch
     return {
-        "inputs": {k: v[rank::world_size] for k, v in batch["inputs"].items()},
+        "inputs": {
+            k: v if k == "positions" else v[rank::world_size] for k, v in batch["inputs"].items()
+        },
         "targets": batch["targets"][rank::world_size],
     }
 

@@ -3,7 +3,9 @@ determinism, curricula, the data card of every task for every model kind, and sh
 runs (accuracy by depth: tests/evaluation/test_by_depth.py).
 
 Glob-driven: every configs/data/*.yaml whose target is TaskData is covered with no edit here,
-provided its task has a reference below (a missing one fails loudly)."""
+provided its task has a reference below (a missing one fails loudly). Grid and volume tasks
+(``task.axes`` > 1, length = side) have theirs in tests/data/test_grids.py; they run on
+``model=encoder`` only, and the other model kinds are checked to refuse them."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from omegaconf import OmegaConf, open_dict
 
 from helpers import CONFIG_DIR, compose_train, load_task, task_data, yaml_choices
 from lengen.build import build
+from lengen.checks import ConfigError
 from lengen.data.curriculum import (
     longest_allowed,
     reverse_exponential_probabilities,
@@ -143,13 +146,33 @@ REFERENCES = {
 
 def lengths_for(task) -> list[int]:
     """Shortest instances, small odd and even lengths, and 71 (past compute_sqrt's 60-bit
-    int64 shortcut, into its digit-by-digit loop)."""
+    int64 shortcut, into its digit-by-digit loop); grids: small sides in whole patches."""
+    if task.axes > 1:
+        step = task.length_step
+        sides = {task.min_length, task.min_length + step, 3 * step, 5 * step, 8 * step}
+        return sorted(side for side in sides if side >= task.min_length)
     return sorted(
         {task.min_length, task.min_length + 1, 5, 8, 13, 32, 71} - set(range(task.min_length))
     )
 
 
-@pytest.mark.parametrize("name", TASKS)
+def allowed_kind(name: str) -> str:
+    """The model kind the task's tests build it for: decoder, or the first its task allows."""
+    kinds = load_task(name).model_kinds
+    return "decoder" if kinds is None else kinds[0]
+
+
+def data_of(name: str, **overrides) -> TaskData:
+    """``task_data`` for a model kind the task runs on (grid tasks: encoder)."""
+    return task_data(name, **{"model_kind": allowed_kind(name), **overrides})
+
+
+def test_every_task_has_an_independent_reference():
+    """Sequence tasks' references are here, grid tasks' in tests/data/test_grids.py."""
+    assert sorted(REFERENCES) == [name for name in TASKS if load_task(name).axes == 1]
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
 def test_solver_matches_independent_reference(name):
     task = load_task(name)
     reference = REFERENCES[name]
@@ -169,7 +192,7 @@ def test_lengths_and_symbols_are_as_declared(name):
     for length in lengths_for(task):
         inputs = task.sample_inputs(length, 16, generator)
         answers = task.solve(inputs)
-        assert inputs.shape == (16, length)
+        assert inputs.shape == (16, task.input_length(length))
         assert answers.shape == (16, task.answer_length(length))
         assert inputs.min() >= 0 and inputs.max() < task.n_symbols
         assert set(answers.unique().tolist()) <= set(task.answer_symbols)
@@ -184,7 +207,7 @@ def test_chance_accuracy_is_one_over_the_answer_alphabet(name):
 
 @pytest.mark.parametrize("name", TASKS)
 def test_training_batches_are_deterministic_and_seeded(name):
-    first, again, other = task_data(name, seed=3), task_data(name, seed=3), task_data(name, seed=4)
+    first, again, other = data_of(name, seed=3), data_of(name, seed=3), data_of(name, seed=4)
     torch.testing.assert_close(first.train_batch(7), again.train_batch(7))
     a, b = first.train_batch(7)["inputs"]["tokens"], other.train_batch(7)["inputs"]["tokens"]
     assert a.shape != b.shape or not torch.equal(a, b)
@@ -192,19 +215,24 @@ def test_training_batches_are_deterministic_and_seeded(name):
 
 @pytest.mark.parametrize("name", TASKS)
 def test_training_inputs_have_the_requested_length_and_are_not_held_out(name):
-    data = task_data(name, curriculum="fixed")
-    tokens = data.train_batch(0)["inputs"]["tokens"]  # decoder: BOS x SEP y
-    inputs = tokens[:, 1 : 1 + data.train_len] - N_SPECIAL
-    assert tokens.shape[1] == data.train_len + 1 + data.task.answer_length(data.train_len)
+    data = data_of(name, curriculum="fixed")
+    tokens = data.train_batch(0)["inputs"]["tokens"]
+    width = data.task.input_length(data.train_len)
+    if data.model_kind == "decoder":  # BOS x SEP y
+        inputs = tokens[:, 1 : 1 + width] - N_SPECIAL
+        assert tokens.shape[1] == width + 1 + data.task.answer_length(data.train_len)
+    else:  # grid tasks on the encoder: the cells first (then the readout slot, if any)
+        inputs = tokens[:, :width] - N_SPECIAL
+    assert tokens.shape[1] == data.sequence_length(data.train_len)
     assert not held_out(inputs).any()
 
 
 @pytest.mark.parametrize("name", TASKS)
 def test_evaluation_inputs_have_the_exact_length_and_are_held_out(name):
-    data = task_data(name)
+    data = data_of(name)
     for length in (data.train_len, 2 * data.train_len):
         inputs = data.held_out_inputs(length, 32, seed=1234)
-        assert inputs.shape == (32, length)
+        assert inputs.shape == (32, data.task.input_length(length))
         assert held_out(inputs).all()
 
 
@@ -344,21 +372,42 @@ def _base_cfg(kind: str):
 
 
 def tiny_cfg(task: str, kind: str):
-    """A tiny run of this task (composing once per model kind: Hydra's compose costs ~0.3 s)."""
+    """A tiny run of this task (composing once per model kind: Hydra's compose costs ~0.3 s);
+    grid tasks at small sides (twice the shortest, and twice that)."""
     cfg = copy.deepcopy(_base_cfg(kind))
     data = OmegaConf.load(CONFIG_DIR / "data" / f"{task}.yaml")
-    short = max(load_task(task).min_length + 2, 8)
+    generator = load_task(task)
+    if generator.axes > 1:
+        short = 2 * generator.min_length
+        lengths = [short, 2 * short]
+    else:
+        short = max(generator.min_length + 2, 8)
+        lengths = [short, short + 4]
     data.merge_with({"len": short, "batch_size": 8, "val_samples": 8})
     with open_dict(cfg):
         cfg.data = data
-    cfg.eval.lengths = [short, short + 4]
+    cfg.eval.lengths = lengths
+    if generator.axes == 3:  # rope (the default pe) splits each head's pairs between 3 axes
+        cfg.model.d_model = 48
     return cfg
+
+
+def refused(task: str, kind: str) -> bool:
+    """Grid tasks refuse the model kinds they cannot run on, in one line naming ``model``."""
+    allowed = load_task(task).model_kinds
+    if allowed is None or kind in allowed:
+        return False
+    with pytest.raises(ConfigError, match=rf"^model={kind}: task {task} .*allowed: model="):
+        build(tiny_cfg(task, kind))
+    return True
 
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("task", TASKS)
 def test_data_card_names_the_task_kind_lengths_and_chance(task, kind, tmp_path):
     # the card run() writes, from the data source and lengths build() makes, without training
+    if refused(task, kind):
+        return
     data, _, lengths = build(tiny_cfg(task, kind))
     RunDirectory(tmp_path).write_data_card(data, lengths)
     card = json.loads((tmp_path / "data_card.json").read_text())
@@ -372,7 +421,9 @@ def test_data_card_names_the_task_kind_lengths_and_chance(task, kind, tmp_path):
 @pytest.mark.parametrize("task", TASKS)
 def test_every_task_is_scored_by_every_model_kind(task, kind):
     # the evaluation a run ends with, on the untrained model: every task's instances fit
-    # every model kind's layout
+    # every model kind's layout (that can run it: grid tasks refuse all but the encoder)
+    if refused(task, kind):
+        return
     data, model, lengths = build(tiny_cfg(task, kind))
     with torch.no_grad():
         rows = score_lengths(model, data, lengths, samples=8, progress=False)

@@ -1,12 +1,7 @@
 """Batches for tasks, formatted for the model kind, as pure functions of (seed, step).
 
-Token layout (one vocabulary for every kind): PAD, BOS, SEP, SLOT, then the task's symbols.
-
-* ``decoder``: ``BOS x1…xn SEP y1…ym`` shifted for next-token prediction; only the answer
-  tokens y are scored.
-* ``encoder`` (Chomsky-hierarchy style answer slots): ``x1…xn SEP SLOT×m``; the answer is read
-  at the m slots, bidirectionally.
-* ``encoder_decoder``: source ``x1…xn``; target ``BOS y1…y(m−1)`` predicting ``y1…ym``.
+How inputs and answers become tokens (and, for grid tasks, positions) is
+``lengen.data.layout``'s work, called through the task's ``format``.
 
 All instances of a batch share one length, drawn per step by the curriculum
 (``lengen.data.curriculum``), so no padding or masks are needed.
@@ -26,15 +21,36 @@ from torch import Tensor
 
 from lengen.checks import positive_int
 from lengen.data.curriculum import check_curriculum, curriculum_length
+from lengen.data.layout import (
+    BOS,
+    MODEL_KINDS,
+    N_SPECIAL,
+    PAD,
+    SEP,
+    SLOT,
+    format_batch,
+    max_position,
+    sequence_length,
+)
 from lengen.data.source import IGNORE, mix_seed
 from lengen.data.tasks import Task
 
-__all__ = ["IGNORE", "TaskData", "format_batch", "held_out", "max_position", "mix_seed"]
+__all__ = [
+    "BOS",
+    "IGNORE",
+    "N_SPECIAL",
+    "PAD",
+    "SEP",
+    "SLOT",
+    "TaskData",
+    "format_batch",
+    "held_out",
+    "max_position",
+    "mix_seed",
+    "sequence_length",
+]
 
-PAD, BOS, SEP, SLOT = 0, 1, 2, 3
-N_SPECIAL = 4
 HELD_OUT_MODULUS = 16
-MODEL_KINDS = ("decoder", "encoder", "encoder_decoder")
 _MAX_DRAW_ROUNDS = 64
 #: rounds in a row without a new held-out string after which a length's space counts as drawn
 STALE_ROUNDS = 4
@@ -50,30 +66,6 @@ def held_out(inputs: Tensor) -> Tensor:
     return ((h >> 17) % HELD_OUT_MODULUS) == 0
 
 
-def format_batch(inputs: Tensor, answers: Tensor, model_kind: str) -> dict:
-    """inputs (B, n), answers (B, m) as symbols -> {"inputs": {...}, "targets": (B, T)}."""
-    batch_size, n = inputs.shape
-    x, y = inputs + N_SPECIAL, answers + N_SPECIAL
-
-    def column(token: int, width: int = 1) -> Tensor:
-        return torch.full((batch_size, width), token, dtype=torch.long)
-
-    if model_kind == "decoder":
-        sequence = torch.cat([column(BOS), x, column(SEP), y], dim=1)  # (B, n+m+2)
-        targets = sequence[:, 1:].clone()  # (B, n+m+1)
-        targets[:, : n + 1] = IGNORE  # the prompt is given, not predicted
-        return {"inputs": {"tokens": sequence[:, :-1]}, "targets": targets}
-    if model_kind == "encoder":
-        m = y.shape[1]
-        tokens = torch.cat([x, column(SEP), column(SLOT, m)], dim=1)  # (B, n+1+m)
-        targets = torch.cat([column(IGNORE, n + 1), y], dim=1)
-        return {"inputs": {"tokens": tokens}, "targets": targets}
-    if model_kind == "encoder_decoder":
-        target_in = torch.cat([column(BOS), y[:, :-1]], dim=1)  # (B, m)
-        return {"inputs": {"src": x, "tgt": target_in}, "targets": y}
-    raise ValueError(f"model kind must be one of {', '.join(MODEL_KINDS)}; got {model_kind!r}")
-
-
 def first_unique(rows: Tensor) -> Tensor:
     """The distinct rows of rows (N, n), each at its first occurrence, in order -> (U, n)."""
     if len(rows) < 2:
@@ -84,11 +76,6 @@ def first_unique(rows: Tensor) -> Tensor:
         0, inverse, index, reduce="amin"
     )  # (U,): first row of each distinct value
     return rows[first.sort().values]
-
-
-def max_position(batch: dict) -> int:
-    """Positions the model sees for this batch: the longest sequence it processes."""
-    return max(t.shape[1] for t in batch["inputs"].values())
 
 
 class TaskData:
@@ -135,6 +122,12 @@ class TaskData:
             raise ValueError(
                 f"model kind must be one of {', '.join(MODEL_KINDS)}; got {model_kind!r}"
             )
+        if task.model_kinds is not None and model_kind not in task.model_kinds:
+            allowed = ", ".join(f"model={kind}" for kind in task.model_kinds)
+            raise ValueError(
+                f"model={model_kind}: task {task.name} has positions on {task.axes} axes (a "
+                f"grid task, answers read bidirectionally); allowed: {allowed}"
+            )
         for key, value in (
             ("data.len", len),
             ("data.min_len", min_len),
@@ -149,6 +142,8 @@ class TaskData:
                 f"data.min_len must be >= {task.min_length} for task {task.name} (its shortest "
                 f"instance), got {min_len}"
             )
+        task.check_length(len, "data.len")
+        task.check_length(min_len, "data.min_len")
         check_curriculum(curriculum, curriculum_tau, max_steps)
         self.task = task
         self.train_len = len
@@ -164,6 +159,8 @@ class TaskData:
         self._check_short_lengths()
 
     def check_eval_lengths(self, lengths: list[int]) -> None:
+        for length in lengths:
+            self.task.check_length(length, "eval.lengths")
         short = [length for length in lengths if length < self.task.min_length]
         if short:
             raise ValueError(
@@ -175,24 +172,49 @@ class TaskData:
     def vocab_size(self) -> int:
         return N_SPECIAL + self.task.n_symbols
 
-    def max_position(self, length: int) -> int:
-        """Positions a model of this kind sees for instances of this length."""
-        probe = torch.zeros(1, length, dtype=torch.long)
+    @property
+    def axes(self) -> int:
+        """Axes of the positions: 1 for sequences, 2 for grids, 3 for volumes."""
+        return self.task.axes
+
+    def format(self, inputs: Tensor, answers: Tensor) -> dict:
+        """inputs (B, n), answers (B, m) as symbols -> the model's batch for this model kind."""
+        return self.task.format(inputs, answers, self.model_kind)
+
+    def _probe(self, length: int) -> dict:
+        """The formatted batch of one all-zero instance of this length (its shapes only)."""
+        inputs = torch.zeros(1, self.task.input_length(length), dtype=torch.long)
         answers = torch.zeros(1, self.task.answer_length(length), dtype=torch.long)
-        return max_position(format_batch(probe, answers, self.model_kind))
+        return self.format(inputs, answers)
+
+    def max_position(self, length: int) -> int:
+        """Positions a model of this kind sees for instances of this length; for grid tasks
+        the extent along one axis (what encodings are sized from)."""
+        return max_position(self._probe(length))
+
+    def sequence_length(self, length: int) -> int:
+        """Tokens per instance of this length (batch sizes, memory)."""
+        return sequence_length(self._probe(length))
+
+    def grid_shape(self, length: int) -> list[int] | None:
+        """The token grid of an instance of this length; None for sequence tasks."""
+        shape = self.task.grid_shape(length)
+        return None if shape is None else list(shape)
 
     # -- training ---------------------------------------------------------------------------
     def train_length(self, step: int) -> int:
         generator = torch.Generator().manual_seed(mix_seed(self.seed, step, 0))
-        return curriculum_length(
+        step_size = self.task.length_step  # shapes: whole patches; 1 elsewhere (unchanged draws)
+        drawn = curriculum_length(
             self.curriculum,
             generator,
             step,
-            self.min_len,
-            self.train_len,
+            self.min_len // step_size,
+            self.train_len // step_size,
             tau=self.curriculum_tau,
             max_steps=self.max_steps,
         )
+        return drawn * step_size
 
     def train_inputs(self, length: int, samples: int, generator: torch.Generator) -> Tensor:
         """``samples`` training inputs of this length, none of them held out -> (samples, n)."""
@@ -214,13 +236,15 @@ class TaskData:
         length = self.train_length(step)
         generator = torch.Generator().manual_seed(mix_seed(self.seed, step, 1))
         inputs = self.train_inputs(length, self.batch_size, generator)
-        return format_batch(inputs, self.task.solve(inputs), self.model_kind)
+        return self.format(inputs, self.task.solve(inputs))
 
     def _check_short_lengths(self, count: int = 8) -> None:
         """Fail now, not mid-run, if the shortest training lengths have no training strings
         (tiny alphabets: every string of a length may be held out)."""
         generator = torch.Generator().manual_seed(mix_seed(self.seed, -1))
-        for length in range(self.min_len, min(self.train_len, self.min_len + count - 1) + 1):
+        step = self.task.length_step
+        last = min(self.train_len, self.min_len + step * (count - 1))
+        for length in range(self.min_len, last + 1, step):
             self.train_inputs(length, 4, generator)
 
     def train_batches(self, start_step: int = 0) -> Iterator[dict]:
@@ -233,7 +257,8 @@ class TaskData:
     def held_out_inputs(
         self, length: int, samples: int, seed: int, key: str = "eval.lengths"
     ) -> Tensor:
-        """Up to ``samples`` distinct held-out inputs of exactly this length -> (n, length).
+        """Up to ``samples`` distinct held-out inputs of exactly this length -> (n, width),
+        width = ``task.input_length(length)`` (the cells of a grid, flattened).
 
         Fewer than ``samples`` only where the held-out strings of this length are fewer: draws
         stop once ``STALE_ROUNDS`` rounds in a row find no new one, so a small space is
@@ -244,11 +269,13 @@ class TaskData:
                 f"{key}: task {self.task.name} has no instance of length {length}; allowed: "
                 f"lengths >= {self.task.min_length}"
             )
+        self.task.check_length(length, key)
         generator = torch.Generator().manual_seed(mix_seed(seed, length))
-        kept = torch.empty(0, length, dtype=torch.long)
+        width = self.task.input_length(length)
+        kept = torch.empty(0, width, dtype=torch.long)
         stale = 0
         # candidates per round: enough for all samples at once, capped at ~4M symbols of memory
-        draw = max(4 * HELD_OUT_MODULUS, min(4 * HELD_OUT_MODULUS * samples, (1 << 22) // length))
+        draw = max(4 * HELD_OUT_MODULUS, min(4 * HELD_OUT_MODULUS * samples, (1 << 22) // width))
         rounds = _MAX_DRAW_ROUNDS + 4 * (HELD_OUT_MODULUS * samples // draw)
         for _ in range(rounds):
             candidates = self.task.sample_inputs(length, draw, generator)
@@ -282,7 +309,7 @@ class TaskData:
     def batches_of(self, inputs: Tensor, batch_size: int) -> Iterator[dict]:
         """Formatted batches of these inputs (N, n), ``batch_size`` instances at a time."""
         for chunk in inputs.split(batch_size):
-            yield format_batch(chunk, self.task.solve(chunk), self.model_kind)
+            yield self.format(chunk, self.task.solve(chunk))
 
     def val_batches(self) -> list[dict]:
         """In-distribution validation at the training length (a seed apart from evaluation)."""
@@ -301,7 +328,8 @@ class TaskData:
         """The run's data card (``data_card.json``): what was trained and evaluated on."""
         task = self.task
         lengths = sorted({self.min_len, self.train_len, *eval_lengths})
-        example_length = max(task.min_length, min(self.train_len, 8))
+        step = task.length_step
+        example_length = max(task.min_length, min(self.train_len, 8) // step * step)
         generator = torch.Generator().manual_seed(mix_seed(self.eval_seed, -2))
         example = task.sample_inputs(example_length, 1, generator)
         answer = task.solve(example)
@@ -311,7 +339,8 @@ class TaskData:
             "source": task.source,
             "task_parameters": task.describe(),
             "model_kind": self.model_kind,
-            "length": "number of input symbols of an instance",
+            "length": task.length_unit,
+            "axes": task.axes,
             "train_lengths": {"min": self.min_len, "max": self.train_len},
             "curriculum": {
                 "name": self.curriculum,
@@ -321,6 +350,14 @@ class TaskData:
             "eval_lengths": sorted(set(eval_lengths)),
             "answer_length": {str(n): task.answer_length(n) for n in lengths},
             "max_position": {str(n): self.max_position(n) for n in lengths},
+            **(
+                {
+                    "grid_shape": {str(n): self.grid_shape(n) for n in lengths},
+                    "sequence_length": {str(n): self.sequence_length(n) for n in lengths},
+                }
+                if task.axes > 1
+                else {}
+            ),
             "vocab_size": self.vocab_size,
             "special_tokens": {"PAD": PAD, "BOS": BOS, "SEP": SEP, "SLOT": SLOT},
             "symbols": {str(N_SPECIAL + i): name for i, name in enumerate(task.vocab)},
@@ -341,7 +378,8 @@ class TaskData:
         }
 
     def training_summary(self) -> str:
-        return f"trained on lengths {self.min_len}–{self.train_len}"
+        unit = "lengths" if self.axes == 1 else "sides"  # grids: data.len is the side
+        return f"trained on {unit} {self.min_len}–{self.train_len}"
 
     def describe(self) -> dict:
         return {
@@ -350,5 +388,6 @@ class TaskData:
             "curriculum": self.curriculum,
             "vocab_size": self.vocab_size,
             "held_out_fraction": 1 / HELD_OUT_MODULUS,
+            **({"axes": self.task.axes} if self.task.axes > 1 else {}),
             **self.task.describe(),
         }

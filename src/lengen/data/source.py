@@ -5,7 +5,10 @@ any class (the ``_target_`` of a ``configs/data`` yaml) with this interface; tas
 (``TaskData``) and text (``TextData``) are the two today.
 
 A batch is ``{"inputs": {name: LongTensor (B, T)}, "targets": LongTensor (B, T)}``: the model is
-called as ``model(**batch["inputs"])``; targets hold ``IGNORE`` where nothing is scored.
+called as ``model(**batch["inputs"])``; targets hold ``IGNORE`` where nothing is scored. Sources
+with positions on several axes (``axes > 1``: grid tasks) also give ``inputs["positions"]``, a
+LongTensor (T, A) of each token's grid coordinate (a row of −1s: no grid position), shared by
+the batch's rows: not tokens, and not split by rows.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class DataSource(Protocol):
     batch_size: int  #: training instances per step (the global batch)
     vocab_size: int
     model_kind: str  #: ``decoder``, ``encoder`` or ``encoder_decoder``
+    axes: int  #: axes of the positions: 1 sequences, 2 grids, 3 volumes (length = the side)
     #: whether building it takes well under a second (the entry point builds it to check a
     #: command line before anything runs); text data reads and tokenises a corpus: False
     cheap_to_build: bool
@@ -48,7 +52,12 @@ class DataSource(Protocol):
         when the run is built, not after training."""
 
     def max_position(self, length: int) -> int:
-        """Positions a model sees for an instance (task) or window (text) of this length."""
+        """Positions a model sees for an instance (task) or window (text) of this length; for
+        grids the extent along one axis. Encodings are sized from it."""
+
+    def sequence_length(self, length: int) -> int:
+        """Tokens per instance or window of this length (batch sizes, memory); equals
+        ``max_position`` for 1-D sources."""
 
     def train_batch(self, step: int) -> dict:
         """The training batch of a step: a pure function of (seed, step)."""

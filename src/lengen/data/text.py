@@ -326,7 +326,12 @@ class TextData:
                 f"the validation split has {available}; allowed: lengths up to {available}"
             )
 
+    axes = 1  # positions on one axis: token index
+
     def max_position(self, length: int) -> int:
+        return length
+
+    def sequence_length(self, length: int) -> int:
         return length
 
     def windows(self, ids, starts, length: int) -> dict:

@@ -23,6 +23,11 @@ Two protocols (``eval.decoding``), recorded in each row's ``protocol``:
   teacher-forced argmax is: ``exact_match`` agrees between the protocols up to ties in the argmax,
   and greedy ``accuracy`` differs by counting tokens after the first error against the model.
 
+Grid tasks (``data.axes`` > 1, encoder only): ``length`` is the side; ``max_position`` the
+extent along one axis (what the encoding saw), and rows add ``grid_shape`` (the token grid) and
+``sequence_length`` (tokens per instance, which sizes the batches). Greedy reads the argmax at
+the scored cells or at the readout slot.
+
 Every row also records what it cost: ``seconds``, ``peak_mem_mb`` (growth over the memory in
 use before, ``lengen.measure``) and ``batch_size``: instances per batch, from the token budget
 ``eval.max_tokens_per_batch``, halved after each out-of-memory error until it fits.
@@ -38,7 +43,7 @@ from tqdm.auto import tqdm
 
 from lengen.checks import EvaluationOutOfMemory
 from lengen.config import PROTOCOLS
-from lengen.data.datamodule import IGNORE, TaskData, max_position
+from lengen.data.datamodule import IGNORE, TaskData, max_position, sequence_length
 from lengen.data.source import mix_seed
 from lengen.evaluation.metrics import add_stats, batch_stats, loss_sum, summarise
 from lengen.measure import batch_size_for, is_out_of_memory, measured_with_oom_halving
@@ -60,7 +65,7 @@ def greedy_generate(model: torch.nn.Module, inputs: dict, targets: Tensor) -> Te
     part is read. One step per answer token, for the whole batch at once.
     """
     start, answer_length = answer_span(targets)
-    if model.kind == "encoder":  # the answer slots are read in one bidirectional pass
+    if model.kind == "encoder":  # the answer slots (grids: cells) are read in one pass
         return model(**inputs)[:, start:].argmax(-1)
     if model.kind == "decoder":
         tokens = inputs["tokens"]  # (B, N): BOS x SEP y1 … y(m−1)
@@ -180,7 +185,7 @@ def score_lengths(
             return totals, batch
 
         batch_size = batch_size_for(
-            data.max_position(length), token_budget=max_tokens_per_batch, max_batch_size=samples
+            data.sequence_length(length), token_budget=max_tokens_per_batch, max_batch_size=samples
         )
         per_draw, costs = [], []
         for draw in range(draws):
@@ -200,7 +205,8 @@ def score_lengths(
             {
                 "length": length,
                 "in_distribution": data.min_len <= length <= data.train_len,
-                "max_position": max_position(batch),
+                "max_position": max_position(batch),  # grids: the extent along one axis
+                **grid_facts(data, length, batch),
                 "protocol": protocol,
                 "n_examples": int(totals["examples"]),
                 "n_unique": int(torch.unique(inputs, dim=0).shape[0]),
@@ -216,6 +222,14 @@ def score_lengths(
         )
     model.train(was_training)
     return rows
+
+
+def grid_facts(data: TaskData, length: int, batch: dict) -> dict:
+    """What a grid row adds: the token grid's shape and the tokens per instance (``length`` and
+    ``max_position`` are the side); nothing for sequence tasks, whose rows stay as they were."""
+    if data.axes == 1:
+        return {}
+    return {"grid_shape": data.grid_shape(length), "sequence_length": sequence_length(batch)}
 
 
 def over_draws(per_draw: list[dict[str, float]]) -> dict:

@@ -20,6 +20,11 @@
 
 Causal masking is by index (query i sees keys ≤ i + Tk − Tq), never by position value, so
 cached decoding and non-contiguous positions keep the same mask.
+
+Positions on grids, (T, A), always take the block path when the encoding has a bias: a bias of
+the distance between cells is not one per index offset (ALiBi sets ``bias_is_relative`` False
+on grids), and ``_contiguous`` answers no for positions with an axis dimension, so neither the
+relative-table nor the FlexAttention path sees them.
 """
 
 from __future__ import annotations

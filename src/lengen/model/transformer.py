@@ -83,7 +83,8 @@ class Stack(nn.Module):
     ):
         super().__init__()
         self.causal = causal
-        self.pe = pe(d_model=d_model, n_heads=n_heads, causal=causal)
+        # n_layers: for encodings with per-layer parameters (RoPE-Mixed; ``pe.for_layer``)
+        self.pe = pe(d_model=d_model, n_heads=n_heads, causal=causal, n_layers=n_layers)
         # what the config alone can refuse (an unknown option, flex with dropout), now
         choose_kernel(self.pe, attention, training=True, dropout=dropout)
         self.dropout = nn.Dropout(dropout)
@@ -106,14 +107,15 @@ class Stack(nn.Module):
         cache: DecodingCache | None = None,
     ) -> Tensor:
         # x: (B, T, D) token embeddings; positions: (T,), by default the PE's (0 … T−1, or a
-        # random subset under pe.randomized)
+        # random subset under pe.randomized); on grids (T, A) from the batch, −1 rows for
+        # tokens without a grid position
         if cache is not None:
             return self._forward_cached(x, cache)
         if positions is None:
             positions = self.pe.positions(x.shape[1], x.device)
         x = self.dropout(self.pe.embed(x, positions))
-        for block in self.blocks:
-            x = block(x, self.pe, positions, memory)
+        for index, block in enumerate(self.blocks):
+            x = block(x, self.pe.for_layer(index), positions, memory)
         return self.norm(x)
 
     def new_cache(self, total_length: int, memory: Tensor | None = None) -> DecodingCache:
@@ -127,8 +129,8 @@ class Stack(nn.Module):
         # x: (B, T, D) embeddings of the next T tokens -> (B, T, D)
         positions = cache.next_positions(x.shape[1])  # (T,)
         x = self.dropout(self.pe.embed(x, positions))
-        for block, layer in zip(self.blocks, cache.layers, strict=True):
-            x = block(x, cache.pe, positions, cache.memory, layer)
+        for index, (block, layer) in enumerate(zip(self.blocks, cache.layers, strict=True)):
+            x = block(x, cache.pe.for_layer(index), positions, cache.memory, layer)
         cache.length += x.shape[1]
         return self.norm(x)
 

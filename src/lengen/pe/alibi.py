@@ -28,6 +28,20 @@ initialised at the values above and kept positive by learning their logarithms, 
 exp(log-slope), as x-transformers' ``LearnedAlibiPositionalBias`` does. Fixed slopes stay plain
 fp32 attributes (``model.to(bfloat16)`` must not round them); learned ones are parameters and
 follow the module's dtype, and ``describe()`` reports their current (trained) values.
+
+**Grids and volumes** (positions (T, A)): head h adds −m_h · dist(p_q, p_k), the distance
+between the two cells, ``pe.grid_distance``:
+
+* ``euclidean`` (default): ‖p_q − p_k‖₂, invariant under rotations of the grid, the 2-D ALiBi
+  of Fuller et al., 2023, "CROMA" (NeurIPS; antofuller/CROMA, ``pretrain_croma.py``,
+  ``get_2dalibi``: Press et al.'s slopes times the Euclidean distance between patches), which
+  designed so that a model extrapolates to larger images than it trained on;
+* ``manhattan``: |Δ_0| + … + |Δ_{A−1}|, what adding a 1-D ALiBi per axis gives.
+
+On a grid the bias is not a function of one index offset, so ``bias_is_relative`` is False and
+attention builds it per block of queries (``attention_bias`` on (c, A) and (Tk, A) positions).
+A pair with a −1 row (a readout slot) gets bias 0. Only ``bidirectional: symmetric`` has a form
+on grids (a cell is not "before" or "after" another).
 """
 
 from __future__ import annotations
@@ -38,8 +52,20 @@ import torch
 from torch import Tensor, nn
 
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.grid import has_position
 
 BIDIRECTIONAL = ("symmetric", "asymmetric_offset", "separate")
+#: ``pe.grid_distance``: how far apart two cells of a grid are
+GRID_DISTANCES = ("euclidean", "manhattan")
+
+
+def grid_distance(offsets: Tensor, kind: str = "euclidean") -> Tensor:
+    """Distance of offset vectors (..., A) -> (...,), fp32: ``euclidean`` ‖δ‖₂ or
+    ``manhattan`` Σ|δ_a|."""
+    offsets = offsets.to(torch.float32)
+    if kind == "manhattan":
+        return offsets.abs().sum(dim=-1)
+    return offsets.square().sum(dim=-1).sqrt()
 
 
 def _power_of_two_slopes(n_heads: int) -> list[float]:
@@ -68,15 +94,36 @@ class ALiBi(PositionalEncoding):
         bidirectional: how a non-causal model sees the keys; ``symmetric``,
             ``asymmetric_offset`` or ``separate`` (see the module docstring).
         learnable_slopes: train the slopes (log-parameterised, initialised at Press et al.'s).
+        grid_distance: on grids and volumes, ``euclidean`` or ``manhattan`` (module docstring).
     """
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
     bias_of_distance = True  # randomized positions randomize the distances (base class)
+    supports_axes = True
 
     def __init__(
-        self, *, bidirectional: str = "symmetric", learnable_slopes: bool = False, **kwargs
+        self,
+        *,
+        bidirectional: str = "symmetric",
+        learnable_slopes: bool = False,
+        grid_distance: str = "euclidean",
+        **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        if grid_distance not in GRID_DISTANCES:
+            raise ValueError(
+                f"pe.grid_distance must be one of {', '.join(GRID_DISTANCES)}; got "
+                f"{grid_distance!r}"
+            )
+        if self.axes > 1:
+            # a distance between cells: not one offset along one axis (module docstring)
+            self.bias_is_relative = False
+            if bidirectional != "symmetric" and not self.causal:
+                raise ValueError(
+                    f"pe.bidirectional={bidirectional} has no form on a grid (no cell is before "
+                    f"another); allowed: symmetric"
+                )
+        self.grid_distance = grid_distance
         if bidirectional not in BIDIRECTIONAL:
             raise ValueError(
                 f"pe.bidirectional must be one of {', '.join(BIDIRECTIONAL)}; got {bidirectional!r}"
@@ -120,8 +167,11 @@ class ALiBi(PositionalEncoding):
                 self._future_slopes = self._future_slopes.to(device)
 
     def score_bias(self, heads: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
-        # heads, q_positions, k_positions broadcast to e.g. (H, Tq, Tk); the result is fp32
+        # heads, q_positions, k_positions broadcast to e.g. (H, Tq, Tk); the result is fp32.
+        # On A axes the positions carry a last dimension A: e.g. (1, Tq, 1, A), (1, 1, Tk, A)
         self._fixed_to(q_positions.device)
+        if self.axes > 1:
+            return self._grid_bias(heads, q_positions, k_positions)
         with torch.autocast(q_positions.device.type, enabled=False):
             # i − j > 0: key before query (randomized distances: d_|i−j| with its sign)
             offset = self.relative_distance(q_positions, k_positions).to(torch.float32)
@@ -135,12 +185,22 @@ class ALiBi(PositionalEncoding):
             future = self.future_slopes[heads]
             return torch.where(offset >= 0, -slopes * distance, -future * distance)
 
+    def _grid_bias(self, heads: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
+        """−m_h · dist(p_q, p_k), 0 where either is a −1 row -> broadcast of heads and the
+        positions without their axis dimension, fp32."""
+        with torch.autocast(q_positions.device.type, enabled=False):
+            distance = grid_distance(q_positions - k_positions, self.grid_distance)
+            both = has_position(q_positions) & has_position(k_positions)  # (..., Tq, Tk)
+            return -self.slopes[heads] * (distance * both)
+
     def describe(self) -> dict:
         info = {
             "slopes": [round(s, 8) for s in self.slopes.detach().tolist()],
             "bidirectional": self.bidirectional,
             "learnable_slopes": self.learnable_slopes,
         }
+        if self.axes > 1:
+            info["grid_distance"] = self.grid_distance
         if self.future_slopes is not None:
             info["future_slopes"] = [round(s, 8) for s in self.future_slopes.detach().tolist()]
         return info

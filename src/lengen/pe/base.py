@@ -79,6 +79,31 @@ def positive_number_or_null(key: str, value) -> float | None:
     return float(value)
 
 
+#: ``pe=`` names with an N-d form (their class sets ``supports_axes``); tests check this list
+#: against configs/pe
+GRID_ENCODINGS = ("alibi", "learned", "nope", "rope", "rope_mixed", "sinusoidal")
+
+
+def check_axes(cls: type, axes, randomized: bool) -> None:
+    """Refuse an axis count this encoding has no form for, in one line naming the key."""
+    if isinstance(axes, bool) or not isinstance(axes, int) or not 1 <= axes <= 3:
+        raise ValueError(
+            f"pe.axes must be an integer 1, 2 or 3 (sequence, grid, volume); got {axes!r}"
+        )
+    if axes == 1:
+        return
+    if not cls.supports_axes:
+        raise ValueError(
+            f"pe: {cls.__name__} has no form for positions on {axes} axes (the data is a grid "
+            f"task); allowed: {', '.join(GRID_ENCODINGS)}"
+        )
+    if randomized:
+        raise ValueError(
+            f"pe.randomized=true has no form for positions on {axes} axes (the data is a grid "
+            f"task); allowed: pe.randomized=false"
+        )
+
+
 class PositionalEncoding(nn.Module):
     """No positional information (NoPE); the base class of every encoding.
 
@@ -97,6 +122,11 @@ class PositionalEncoding(nn.Module):
             (distances of random positions; what None means, so that run directories written
             before the option existed re-evaluate as they trained); refused for the others.
         log_length_scale: multiply q·k logits by max(1, log n / log train_positions).
+        axes: how many axes a position has (1 sequences, 2 grids, 3 volumes). With axes > 1
+            positions are (T, A) integer coordinates, a row of −1s meaning "no position" (a
+            readout slot), and ``train_positions`` / ``max_positions`` are per-axis extents.
+        n_layers: the layers of the stack this encoding serves (the model passes it); only
+            encodings with per-layer parameters use it (``for_layer``).
     """
 
     #: Encodings defined for causal attention only set this; a bidirectional stack is refused.
@@ -108,6 +138,9 @@ class PositionalEncoding(nn.Module):
     #: Sandwich, FIRE): such encodings read it through ``relative_distance``, which applies
     #: the randomized distances of ``randomized_relative="distances"``.
     bias_of_distance = False
+    #: True for encodings with a form for positions on several axes (grids, volumes):
+    #: sinusoidal, learned, rope, rope_mixed, alibi, nope. The others refuse ``axes > 1``.
+    supports_axes = False
 
     def __init__(
         self,
@@ -122,9 +155,14 @@ class PositionalEncoding(nn.Module):
         randomized_eval: bool = True,
         randomized_relative: str | None = None,
         log_length_scale: bool = False,
+        axes: int = 1,
+        n_layers: int = 1,
     ) -> None:
         super().__init__()
         check_heads(d_model, n_heads)
+        check_axes(type(self), axes, randomized)
+        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
+            raise ValueError(f"model.n_layers must be a positive integer, got {n_layers!r}")
         if self.causal_only and not causal:
             raise ValueError(
                 f"pe: {type(self).__name__} is defined for causal attention only; allowed: "
@@ -158,6 +196,8 @@ class PositionalEncoding(nn.Module):
         self.max_position = max_position
         self.randomized_eval = randomized_eval
         self.log_length_scale = log_length_scale
+        self.axes = axes
+        self.n_layers = n_layers
         if randomized_relative is not None and not self.bias_of_distance:
             raise ValueError(
                 f"pe.randomized_relative applies to bias encodings of distances (alibi, t5, "
@@ -211,7 +251,13 @@ class PositionalEncoding(nn.Module):
 
         Under randomized distances the positions stay 0 … T−1 and this call draws the pass's
         distances (``relative_distance``). Training draws from the global (seeded) RNG,
-        evaluation uses one fixed draw per length."""
+        evaluation uses one fixed draw per length. Positions on several axes come from the
+        data (the batch's ``positions``), never from here."""
+        if self.axes > 1:
+            raise ValueError(
+                f"pe: positions on {self.axes} axes come with the batch (inputs['positions'], "
+                f"shaped (T, {self.axes})); none were given"
+            )
         self._distances = None
         if not self.randomizing:
             return torch.arange(length, device=device)
@@ -259,9 +305,18 @@ class PositionalEncoding(nn.Module):
     def length_factor(self, keys: int) -> float:
         """The log-length factor for a query attending to ``keys`` keys: max(1, log n /
         log n_train) with ``log_length_scale``, else 1.0."""
-        if not self.log_length_scale or not self.train_positions or keys <= self.train_positions:
+        trained = self.trained_keys
+        if not self.log_length_scale or not trained or keys <= trained:
             return 1.0
-        return math.log(keys) / math.log(max(self.train_positions, 2))
+        return math.log(keys) / math.log(max(trained, 2))
+
+    @property
+    def trained_keys(self) -> int | None:
+        """Tokens of a training sequence for the log-length factor: ``train_positions``, on A
+        axes the cells of the training grid, train_positions^A (a readout slot aside)."""
+        if not self.train_positions:
+            return self.train_positions
+        return self.train_positions**self.axes
 
     def attention_scale(self, length: int) -> float:
         """Multiplier of the q·k logits when every query attends to ``length`` keys
@@ -286,7 +341,7 @@ class PositionalEncoding(nn.Module):
             # may pin attention_scale to the full sequence's (lengen.model.cache)
             return self.length_factor(k_len) * self.logit_temperature()
         keys = torch.arange(k_len - q_len + 1, k_len + 1, dtype=torch.float64)  # per query
-        factor = (keys.log() / math.log(max(self.train_positions, 2))).clamp(min=1.0)
+        factor = (keys.log() / math.log(max(self.trained_keys, 2))).clamp(min=1.0)
         scale = factor * self.logit_temperature()  # float64 on the CPU, like the float path
         return scale.to(device=device, dtype=torch.float32)  # (Tq,)
 
@@ -342,8 +397,14 @@ class PositionalEncoding(nn.Module):
         )
 
     def attention_bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
-        """Dense bias block: q_positions (Tq,), k_positions (Tk,) -> (H, Tq, Tk), fp32."""
+        """Dense bias block: q_positions (Tq,), k_positions (Tk,) -> (H, Tq, Tk), fp32; on A
+        axes q_positions (Tq, A), k_positions (Tk, A), passed to ``score_bias`` with their
+        axis dimension last."""
         heads = torch.arange(self.n_heads, device=q_positions.device)
+        if self.axes > 1:
+            return self.score_bias(
+                heads[:, None, None], q_positions[None, :, None, :], k_positions[None, None, :, :]
+            )
         return self.score_bias(
             heads[:, None, None], q_positions[None, :, None], k_positions[None, None, :]
         )
@@ -353,6 +414,11 @@ class PositionalEncoding(nn.Module):
         offsets (L,) int64 -> (H, L), fp32. ``score_bias`` at query δ and key 0."""
         heads = torch.arange(self.n_heads, device=offsets.device)
         return self.score_bias(heads[:, None], offsets[None, :], torch.zeros_like(offsets)[None, :])
+
+    def for_layer(self, index: int) -> PositionalEncoding:
+        """The encoding as layer ``index`` of the stack uses it: itself, unless the encoding has
+        per-layer parameters (RoPE-Mixed's frequencies); the stack calls it per block."""
+        return self
 
     def describe(self) -> dict:
         """Extra facts for results.json (e.g. a table's policy); empty by default."""
@@ -371,6 +437,8 @@ class PositionalEncoding(nn.Module):
                 options["randomized_relative"] = self.randomized_relative
         if self.log_length_scale:
             options["log_length_scale"] = True
+        if self.axes > 1:
+            options["axes"] = self.axes
         reason = self.length_global()
         if reason is not None:
             options["length_global"] = reason

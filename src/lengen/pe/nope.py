@@ -11,3 +11,6 @@ from lengen.pe.base import PositionalEncoding
 
 class NoPE(PositionalEncoding):
     """Every hook is the base class's no-op."""
+
+    #: nothing to do on any number of axes
+    supports_axes = True

@@ -33,6 +33,19 @@ to the r rotated dimensions (d = r).
 frequencies only; the formulas, their sources and where the reference code differs from the
 papers are in ``lengen.pe.rope_frequencies``, with the frequency math itself.
 
+**Grids and volumes** (positions (T, A) on A axes; Heo et al., 2024, "Rotary Position Embedding
+for Vision Transformer", ECCV, RoPE-Axial; naver-ai/rope-vit ``models/vit_rope.py``,
+``compute_axial_cis``): the r/2 rotary pairs are split into A blocks, axis a's block being a 1-D
+RoPE of dimension r/A of that axis's coordinate, θ_i = base^(−2i/(r/A)). q·k then depends on
+the offset vector only. The default base on grids is rope-vit's axial θ = 100 (``pe.base:
+null``: 10,000 on sequences, 100 on grids). rope-vit gives the column (x) the first block and
+the row (y) the second; here axis 0 (the row) comes first, as in ``sinusoidal_grid`` — a fixed
+permutation of the pairs, the same function class. ``pe.scaling`` applies per axis: each
+axis's frequencies are the 1-D scaled frequencies of dimension r/A with the axis's training
+extent as L (dynamic NTK: ℓ per axis), so ``eval.py run=… pe.scaling=ntk`` extends a finished
+grid run's resolution. A row of −1s (a readout slot) is rotated by 0 (rope-vit rotates the
+patch tokens only, not the class token).
+
 The frequency math is pure functions in ``lengen.pe.rope_frequencies`` (``rope_inverse_frequencies``
 and its parts), the rotation pure functions at the top of this module, for tests, notebooks and
 plots.
@@ -45,6 +58,7 @@ from torch import Tensor
 
 from lengen.checks import positive_int
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.grid import axis_share, check_grid_positions, has_position
 from lengen.pe.rope_frequencies import (
     NEEDS_ORIGINAL_LENGTH,
     SCALINGS,
@@ -69,6 +83,7 @@ __all__ = [
     "RoPE",
     "apply_rope",
     "check_layout",
+    "grid_rope_angles",
     "p_rope_pairs",
     "rope_angles",
     "rope_inverse_frequencies",
@@ -150,6 +165,35 @@ def rotate_pairs(
     return rotated.to(x.dtype)
 
 
+def grid_rope_angles(positions: Tensor, inv_freq: Tensor) -> Tensor:
+    """Angles of axial RoPE on A axes: positions (..., A), inv_freq (A, P) (or (P,), shared)
+    -> (..., A·P), fp32: axis a's coordinate times its P frequencies, in axis order; rows of
+    −1s (no grid position) get angle 0."""
+    axes = positions.shape[-1]
+    inv_freq = inv_freq.to(device=positions.device, dtype=torch.float32)
+    if inv_freq.ndim == 1:
+        inv_freq = inv_freq.expand(axes, -1)  # (A, P)
+    coordinates = positions.to(torch.float32) * has_position(positions)[..., None]  # (..., A)
+    angles = coordinates[..., :, None] * inv_freq  # (..., A, P)
+    return angles.flatten(-2)  # (..., A·P): axis 0's pairs first
+
+
+def _grid_axes(x: Tensor, positions: Tensor, axes: int | None) -> int:
+    """How many axes ``positions`` has for ``apply_rope``: 1 for positions broadcastable to
+    x.shape[:-1]; A for integer (…, seq, A) positions with A in 2, 3 (inferred when ``axes``
+    is None and the shape says so unambiguously)."""
+    if axes is not None:
+        return axes
+    grid_like = (
+        positions.ndim >= 2
+        and not positions.is_floating_point()
+        and positions.shape[-1] in (2, 3)
+        and positions.shape[-2] == x.shape[-2]
+        and positions.shape[-1] != x.shape[-2]  # else it could be a (…, seq) broadcast
+    )
+    return positions.shape[-1] if grid_like else 1
+
+
 def apply_rope(
     x: Tensor,
     positions: Tensor,
@@ -158,18 +202,25 @@ def apply_rope(
     layout: str = "interleaved",
     inv_freq: Tensor | None = None,
     fraction: float = 1.0,
+    axes: int | None = None,
 ) -> Tensor:
     """Rotate the last dimension of x by positions.
 
     Args:
         x: (..., seq, head_dim), head_dim even.
-        positions: integer or float positions broadcastable to ``x.shape[:-1]``, e.g. (seq,).
+        positions: integer or float positions broadcastable to ``x.shape[:-1]``, e.g. (seq,);
+            or integer positions on A axes, (seq, A) (grids A = 2, volumes A = 3; axial RoPE:
+            the rotated pairs are split into A blocks, block a a 1-D RoPE of dimension r/A of
+            coordinate a, θ_i = base^(−2i/(r/A)); rows of −1s are not rotated).
         base: θ base (10,000 in the paper); unused when ``inv_freq`` is given.
         layout: ``interleaved`` pairs (2i, 2i+1), ``half`` pairs (i, i + r/2).
         inv_freq: (r/2,) frequencies to use instead of base^(−2i/r), e.g. from
-            ``rope_inverse_frequencies``; its length fixes the rotated dimension r.
+            ``rope_inverse_frequencies``; its length fixes the rotated dimension r. On A axes
+            (A, r/(2A)) per axis, or (r/(2A),) shared by the axes.
         fraction: partial rotary: rotate only ``rotary_dimension(head_dim, fraction)``
             dimensions (θ_i = base^(−2i/r)), pass the rest.
+        axes: the number of axes of ``positions``; None infers it: (seq, A) integer positions
+            with A in 2, 3 are grid positions unless seq == A (then pass ``axes``).
 
     Returns:
         Tensor shaped and typed like x; the rotation itself is computed in fp32.
@@ -179,6 +230,15 @@ def apply_rope(
         raise ValueError(f"RoPE needs an even head dimension, got {dim}")
     check_layout(layout)
     rotated_dim = rotary_dimension(dim, fraction)
+    grid_axes = _grid_axes(x, positions, axes)
+    if grid_axes > 1:
+        check_grid_positions(positions, grid_axes)
+        if inv_freq is None:
+            share = axis_share(rotated_dim, grid_axes, "the rotated head dimension")
+            inv_freq = sinusoid_inverse_frequencies(share, base)  # (r/(2A),), every axis
+        with torch.autocast(x.device.type, enabled=False):
+            angles = grid_rope_angles(positions, inv_freq)  # (..., seq, r/2)
+            return rotate_pairs(x, angles, layout=layout)  # (..., seq, head_dim)
     if inv_freq is None:
         inv_freq = sinusoid_inverse_frequencies(rotated_dim, base)
     elif fraction != 1.0 and 2 * inv_freq.shape[-1] != rotated_dim:
@@ -195,7 +255,7 @@ class RoPE(PositionalEncoding):
     """Rotates queries and keys of every head.
 
     Args:
-        base: θ base; must be > 1.
+        base: θ base; must be > 1; null: 10,000 on sequences, 100 on grids (rope-vit's axial).
         layout: ``interleaved`` or ``half`` (see module docstring).
         fraction: partial rotary, the fraction of head_dim rotated (0 < fraction ≤ 1).
         p: p-RoPE, the fraction of (highest-frequency) pairs kept rotating (0 ≤ p ≤ 1).
@@ -209,12 +269,21 @@ class RoPE(PositionalEncoding):
         yarn_truncate: the dimension ramp's bounds rounded out to whole pairs (default, as
             the authors' code and Hugging Face's default); false as Hugging Face's
             ``truncate: false``.
+
+    On A axes (``axes``) the rotated pairs are split between the axes (axial RoPE, module
+    docstring); every option applies per axis.
     """
+
+    supports_axes = True
+    #: ``pe.base: null`` on sequences (Su et al.) and on grids (rope-vit ``rope_theta`` of its
+    #: axial models)
+    DEFAULT_BASE = 10000.0
+    DEFAULT_GRID_BASE = 100.0
 
     def __init__(
         self,
         *,
-        base: float = 10000.0,
+        base: float | None = None,
         layout: str = "interleaved",
         fraction: float = 1.0,
         p: float = 1.0,
@@ -228,12 +297,20 @@ class RoPE(PositionalEncoding):
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        if base is None:
+            base = self.DEFAULT_BASE if self.axes == 1 else self.DEFAULT_GRID_BASE
         if not _is_number(base) or not base > 1:
             raise ValueError(f"pe.base must be > 1, got {base}")
         check_layout(layout)
         self.require_even_head_dim("rope")
         self.rotary_dim = rotary_dimension(self.head_dim, fraction)
-        self.rotated_pairs = p_rope_pairs(self.rotary_dim, p)
+        #: the rotated dimensions of one axis (r / A; r on sequences)
+        self.axis_dim = axis_share(
+            self.rotary_dim,
+            self.axes,
+            "pe=rope: the rotated head dimension (model.d_model / model.n_heads × pe.fraction)",
+        )
+        self.rotated_pairs = p_rope_pairs(self.axis_dim, p) * self.axes
         check_scaling(scaling, scaling_factor)
         if original_max_position is not None:
             positive_int("pe.original_max_position", original_max_position)
@@ -277,8 +354,16 @@ class RoPE(PositionalEncoding):
         self._inv_freq = {"cpu": self._frequencies()}
 
     def _frequencies(self, sequence_length: int | Tensor | None = None) -> Tensor:
+        """(r/2,) on sequences; on A axes (A, r/(2A)), row a from axis a's ℓ (dynamic NTK:
+        ``sequence_length`` (A,), else None)."""
+        if self.axes > 1:
+            lengths = [None] * self.axes if sequence_length is None else sequence_length
+            return torch.stack([self._axis_frequencies(length) for length in lengths])
+        return self._axis_frequencies(sequence_length)
+
+    def _axis_frequencies(self, sequence_length: int | Tensor | None = None) -> Tensor:
         return rope_inverse_frequencies(
-            self.rotary_dim,
+            self.axis_dim,
             self.base,
             scaling=self.scaling,
             factor=self.scaling_factor,
@@ -292,9 +377,12 @@ class RoPE(PositionalEncoding):
         )
 
     def inverse_frequencies(self, k_positions: Tensor) -> Tensor:
-        """θ' for a forward pass whose keys sit at ``k_positions`` -> (rotary_dim/2,), fp32."""
+        """θ' for a forward pass whose keys sit at ``k_positions`` -> (rotary_dim/2,), fp32;
+        on A axes (A, rotary_dim/(2A))."""
         if self.scaling == "dynamic_ntk":
-            # ℓ = largest key position + 1, kept on device (no host sync)
+            # ℓ = largest key position + 1, kept on device (no host sync); per axis on grids
+            if self.axes > 1:
+                return self._frequencies(k_positions.reshape(-1, self.axes).amax(0) + 1)
             return self._frequencies(k_positions.max() + 1)
         device = k_positions.device
         key = str(device)
@@ -318,16 +406,19 @@ class RoPE(PositionalEncoding):
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
     ) -> tuple[Tensor, Tensor]:
-        # q: (B, H, Tq, hd), k: (B, H, Tk, hd); positions (Tq,), (Tk,)
-        inv_freq = self.inverse_frequencies(k_positions)  # (r/2,), shared by q and k
-        q = apply_rope(q, q_positions, layout=self.layout, inv_freq=inv_freq)
-        k = apply_rope(k, k_positions, layout=self.layout, inv_freq=inv_freq)
+        # q: (B, H, Tq, hd), k: (B, H, Tk, hd); positions (Tq,), (Tk,), or (Tq, A), (Tk, A)
+        inv_freq = self.inverse_frequencies(k_positions)  # (r/2,) or (A, r/(2A)), q and k
+        axes = self.axes if self.axes > 1 else None  # None: the 1-D path exactly as before
+        q = apply_rope(q, q_positions, layout=self.layout, inv_freq=inv_freq, axes=axes)
+        k = apply_rope(k, k_positions, layout=self.layout, inv_freq=inv_freq, axes=axes)
         return q, k
 
     def describe(self) -> dict:
         """The options that differ from the defaults, with what they resolve to."""
         info = {}
-        if self.base != 10000.0:
+        if self.axes > 1:
+            info.update(axes=self.axes, axial_dim=self.axis_dim)
+        if self.base != (self.DEFAULT_BASE if self.axes == 1 else self.DEFAULT_GRID_BASE):
             info["base"] = self.base
         if self.layout != "interleaved":
             info["layout"] = self.layout

@@ -18,6 +18,14 @@ base^(−i/(d/2 − 1)) (the highest and lowest frequency at the two ends); that
 reproduced here: ``layout`` changes the column order only, never the frequencies. A model
 learns equally well with either order (a fixed permutation of the input weights); the choice
 matters only when loading weights trained with the other one.
+
+**Grids and volumes** (positions on A axes, ``lengen.pe.grid``): the channels are split between
+the axes, ``[table of axis 0 | table of axis 1 | …]``, each block d/A channels of the 1-D
+encoding of that axis's coordinate: the 2-D sin-cos practice of MAE
+(facebookresearch/mae, ``util/pos_embed.py``, ``get_2d_sincos_pos_embed``), which puts the
+column's block first and a block's sines before its cosines; here axis 0, the row, comes first
+and each block follows ``pe.layout`` (a fixed permutation of the channels either way). ``sinusoidal_grid(shape, dim)`` is the table of a whole grid. A row of
+−1s (a readout slot) gets nothing added.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import torch
 from torch import Tensor
 
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.grid import axis_share, check_grid_positions, grid_positions, has_position
 
 LAYOUTS = ("interleaved", "concatenated")
 
@@ -67,6 +76,41 @@ def sinusoidal_table(
     return sinusoids(torch.arange(length), dim, base, layout=layout)
 
 
+def grid_sinusoids(
+    positions: Tensor, dim: int, base: float = 10000.0, *, layout: str = "interleaved"
+) -> Tensor:
+    """Sinusoids of positions on A axes: positions (..., A) -> (..., dim), fp32.
+
+    Channels ``[sinusoids(p_0, dim/A) | sinusoids(p_1, dim/A) | …]``; rows of −1s (no grid
+    position) are all zero."""
+    axes = positions.shape[-1]
+    share = axis_share(dim, axes, "the encoding dimension")
+    blocks = [
+        sinusoids(positions[..., axis], share, base, layout=layout) for axis in range(axes)
+    ]  # A × (..., dim/A)
+    table = torch.cat(blocks, dim=-1)  # (..., dim)
+    return table * has_position(positions)[..., None]
+
+
+def sinusoidal_grid(
+    shape: tuple[int, ...] | list[int],
+    dim: int,
+    base: float = 10000.0,
+    *,
+    layout: str = "interleaved",
+) -> Tensor:
+    """The sinusoidal table of a grid of ``shape`` (A = len(shape) axes) -> Tensor[*shape, dim].
+
+    Cell (c_0, …, c_{A−1}) holds ``[sinusoidal_table(shape[0], dim/A)[c_0] | … |
+    sinusoidal_table(shape[A−1], dim/A)[c_{A−1}]]``; dim must be divisible by 2A."""
+    shape = tuple(int(size) for size in shape)
+    if not shape or any(size < 1 for size in shape):
+        raise ValueError(f"sinusoidal_grid needs a shape of positive sizes, got {shape}")
+    axis_share(dim, len(shape), "dim")
+    table = grid_sinusoids(grid_positions(shape), dim, base, layout=layout)  # (cells, dim)
+    return table.reshape(*shape, dim)
+
+
 class Sinusoidal(PositionalEncoding):
     """Adds ``sinusoids(positions)`` to the token embeddings (no parameters).
 
@@ -74,7 +118,11 @@ class Sinusoidal(PositionalEncoding):
         base: the wavelength base (10,000 in the paper); must be > 1.
         layout: ``interleaved`` (default, the paper) or ``concatenated`` (tensor2tensor column
             order, same frequencies); see the module docstring.
+
+    On A axes (``axes``) the channels are split between the axes (``grid_sinusoids``).
     """
+
+    supports_axes = True
 
     def __init__(self, *, base: float = 10000.0, layout: str = "interleaved", **kwargs) -> None:
         super().__init__(**kwargs)
@@ -83,11 +131,17 @@ class Sinusoidal(PositionalEncoding):
         check_layout(layout)
         if self.d_model % 2:
             raise ValueError(f"pe=sinusoidal needs an even model.d_model, got {self.d_model}")
+        if self.axes > 1:
+            axis_share(self.d_model, self.axes, "pe=sinusoidal: model.d_model")
         self.base = float(base)
         self.layout = layout
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
-        # x: (B, T, D); positions: (T,) or (B, T)
+        # x: (B, T, D); positions: (T,) or (B, T), or on A axes (T, A)
+        if self.axes > 1:
+            check_grid_positions(positions, self.axes)
+            table = grid_sinusoids(positions, self.d_model, self.base, layout=self.layout)
+            return x + table.to(x.dtype)  # (B, T, D)
         table = sinusoids(positions, self.d_model, self.base, layout=self.layout)
         return x + table.to(x.dtype)
 

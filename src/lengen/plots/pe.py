@@ -1,5 +1,5 @@
-"""Figures of the encodings themselves (``python scripts/plot.py pe-analysis``); the numerical
-checks they print come from ``lengen.pe.analysis``."""
+"""Figures of the encodings themselves (``python scripts/plot.py pe-analysis``, with ``--grid
+HxW`` on a 2-D grid); the numerical checks they print come from ``lengen.pe.analysis``."""
 
 from __future__ import annotations
 
@@ -181,3 +181,129 @@ def shift_check_figure(errors, corrupted_errors, max_error, corrupted_max, lengt
         ax.grid(alpha=0.3)
         ax.legend(frameon=False, fontsize=8, loc="center right")
     return fig
+
+
+#: ``plot.py pe-analysis --grid``: the encodings drawn on a grid
+GRID_ENCODINGS = ("all", "sinusoidal", "rope", "rope_mixed", "alibi")
+
+
+def plot_pe_grid_analysis(
+    out_dir: str | Path,
+    pe: str = "all",
+    shape: tuple[int, int] = (16, 16),
+    dim: int = 64,
+    base: float | None = None,
+    formats: tuple[str, ...] = ("png", "pdf"),
+) -> dict:
+    """Figures of the encodings on a 2-D grid of ``shape``, seen from the centre cell; returns
+    {'paths': [...], numerical checks …}.
+
+    sinusoidal: cosine similarity of the centre cell's ``sinusoidal_grid`` encoding to every
+    cell's (``pe_grid_sinusoidal_similarity``). rope / rope_mixed: q·k/hd with q at the centre and
+    k at every cell, q = k = 1 (axial RoPE; RoPE-Mixed at its initialisation, seed 0), with the
+    offset-only check max |score(p+δ, q+δ) − score(p, q)| over random vectors, cells and offsets
+    in the caption (``pe_grid_rope_scores``). alibi: −distance to the centre, Euclidean and
+    Manhattan (``pe_grid_alibi_distance``). ``base``: the encodings' grid defaults when None
+    (sinusoidal 10,000; axial RoPE 100 and RoPE-Mixed 10, rope-vit's)."""
+    import torch
+
+    from lengen.pe import RoPE, RoPEMixed, apply_rope, grid_distance, sinusoidal_grid
+    from lengen.pe.analysis import (
+        grid_axis_dependence,
+        grid_offset_error,
+        grid_similarity,
+        rotated_grid_scores,
+    )
+    from lengen.pe.grid import grid_positions
+    from lengen.pe.rope import rotate_pairs
+    from lengen.pe.rope_mixed import mixed_angles
+
+    if pe not in GRID_ENCODINGS:
+        raise ValueError(f"--pe must be one of {', '.join(GRID_ENCODINGS)} with --grid; got {pe!r}")
+    shape = tuple(int(size) for size in shape)
+    if len(shape) != 2 or min(shape) < 2:
+        raise ValueError(f"--grid must be HxW with sides >= 2, got {'x'.join(map(str, shape))}")
+    if dim < 4 or dim % 4:
+        raise ValueError(f"--dim must be a multiple of 4 (an even share per axis), got {dim}")
+    plt = pyplot()
+    out_dir = Path(out_dir)
+    centre = (shape[0] // 2, shape[1] // 2)
+    report: dict = {"paths": [], "grid": list(shape), "anchor": list(centre)}
+
+    def image(ax, values, title, label, cmap="RdBu_r", symmetric=True):
+        values = values.numpy()
+        bound = abs(values).max() or 1.0
+        limits = dict(vmin=-bound, vmax=bound) if symmetric else {}
+        drawn = ax.imshow(values, cmap=cmap, origin="upper", **limits)
+        ax.plot(centre[1], centre[0], marker="+", color="black", markersize=8)
+        ax.set_xlabel("column (axis 1)")
+        ax.set_ylabel("row (axis 0)")
+        ax.set_title(title, fontsize=9)
+        ax.figure.colorbar(drawn, ax=ax, label=label, shrink=0.8)
+
+    if pe in ("all", "sinusoidal"):
+        sin_base = base or 10000.0
+        table = sinusoidal_grid(shape, dim, sin_base)  # (H, W, dim)
+        similarity = grid_similarity(table, centre)
+        with plt.rc_context(PAPER_RC):
+            fig, ax = plt.subplots(figsize=(4.6, 3.8), layout="constrained")
+            image(ax, similarity, f"sinusoidal_grid {shape[0]}×{shape[1]}, d={dim}, "
+                  f"base={sin_base:g}", "cosine similarity to the centre cell")  # fmt: skip
+        report["paths"] += save_figure(fig, out_dir / "pe_grid_sinusoidal_similarity", formats)
+
+    if pe in ("all", "rope", "rope_mixed"):
+        rope_base = base or RoPE.DEFAULT_GRID_BASE
+        mixed_base = base or RoPEMixed.DEFAULT_GRID_BASE
+
+        def axial(x, positions):
+            return apply_rope(x, positions, rope_base, axes=2)
+
+        with torch.random.fork_rng():  # RoPE-Mixed's random initial directions, seed 0
+            torch.manual_seed(0)
+            mixed_pe = RoPEMixed(d_model=dim, n_heads=1, axes=2, base=mixed_base)
+        frequencies = mixed_pe.frequency_sets()[0].detach()  # (1 head, dim/2, 2)
+
+        def mixed(x, positions):
+            return rotate_pairs(x, mixed_angles(positions, frequencies)[0])
+
+        panels = []
+        if pe in ("all", "rope"):
+            panels.append(("axial RoPE", axial, rope_base, "grid_rope"))
+        if pe in ("all", "rope_mixed"):
+            panels.append(("RoPE-Mixed (init, seed 0)", mixed, mixed_base, "grid_rope_mixed"))
+        ones = torch.ones(dim)
+        with plt.rc_context(PAPER_RC):
+            fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 4.2),
+                                     layout="constrained", squeeze=False)  # fmt: skip
+            caption = []
+            for ax, (title, rotate, panel_base, key) in zip(axes[0], panels, strict=True):
+                scores = rotated_grid_scores(rotate, ones, ones, shape, centre) / dim
+                error = grid_offset_error(rotate, dim, shape)
+                dependence = grid_axis_dependence(rotate, dim, 2)
+                report[f"{key}_offset_error"] = error
+                report[f"{key}_axis_dependence"] = dependence
+                image(ax, scores, f"{title}, head dim {dim}, base {panel_base:g}",
+                      "q·k / d, q = k = 1, q at the centre")  # fmt: skip
+                caption.append(
+                    f"{title}: max |s(p+δ, q+δ) − s(p, q)| = {error:.1e}; "
+                    f"|Δs| for a unit step along row, column: {dependence[0]:.2f}, "
+                    f"{dependence[1]:.2f}"
+                )
+            fig.suptitle(
+                "score depends on the offset vector only (256 random q, k, cells, offsets):\n"
+                + "\n".join(caption),
+                fontsize=8,
+            )
+        report["paths"] += save_figure(fig, out_dir / "pe_grid_rope_scores", formats)
+
+    if pe in ("all", "alibi"):
+        cells = grid_positions(shape)  # (H·W, 2)
+        offsets = cells - torch.tensor(centre)
+        with plt.rc_context(PAPER_RC):
+            fig, axes = plt.subplots(1, 2, figsize=(8.8, 3.8), layout="constrained")
+            for ax, kind in zip(axes, ("euclidean", "manhattan"), strict=True):
+                distance = grid_distance(offsets, kind).reshape(shape).double()
+                image(ax, -distance, f"2-D ALiBi, {kind} distance", "bias / slope m_h",
+                      cmap="viridis", symmetric=False)  # fmt: skip
+        report["paths"] += save_figure(fig, out_dir / "pe_grid_alibi_distance", formats)
+    return report

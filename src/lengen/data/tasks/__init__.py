@@ -21,6 +21,7 @@ from lengen.data.tasks.formal import (
     Parity,
     StackManipulation,
 )
+from lengen.data.tasks.grids import GridLocate, GridTranspose, Shapes, VolumeLocate
 from lengen.data.tasks.retrieval import AssociativeRecall, Passkey
 from lengen.data.tasks.strings import Copy, Duplicate, MissingDuplicate, OddsFirst, Reverse, Sort
 
@@ -37,6 +38,8 @@ __all__ = [
     "CycleNavigation",
     "Duplicate",
     "EvenPairs",
+    "GridLocate",
+    "GridTranspose",
     "MissingDuplicate",
     "ModularArithmetic",
     "ModularArithmeticBrackets",
@@ -44,7 +47,9 @@ __all__ = [
     "Parity",
     "Passkey",
     "Reverse",
+    "Shapes",
     "Sort",
     "StackManipulation",
     "Task",
+    "VolumeLocate",
 ]

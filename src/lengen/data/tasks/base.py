@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from lengen.checks import positive_int
+from lengen.data.layout import format_batch
 
 
 class Task:
@@ -33,6 +34,16 @@ class Task:
     #: What the answer is, in one line (docs and data card).
     answer_format = ""
 
+    #: Axes of an instance's positions: 1 for sequences, 2 for grids, 3 for volumes
+    #: (``lengen.data.tasks.grids``); for grid tasks the length is the side.
+    axes = 1
+    #: The model kinds that can run the task; None: every kind.
+    model_kinds: tuple[str, ...] | None = None
+    #: Lengths must be multiples of this (the patch size of ``shapes``; 1 elsewhere).
+    length_step = 1
+    #: What a length counts (data card, docs).
+    length_unit = "number of input symbols of an instance"
+
     vocab: list[str]
     answer_symbols: list[int]
 
@@ -45,6 +56,22 @@ class Task:
 
     def answer_length(self, length: int) -> int:
         return length
+
+    def input_length(self, length: int) -> int:
+        """Input symbols of an instance of this length (grids: the cells, side ** axes)."""
+        return length
+
+    def check_length(self, length: int, key: str) -> None:
+        """Refuse (ValueError naming ``key``) a length this task cannot be generated at beyond
+        ``min_length`` (``shapes``: whole patches)."""
+
+    def grid_shape(self, length: int) -> tuple[int, ...] | None:
+        """The token grid of an instance of this length; None for sequences."""
+        return None
+
+    def format(self, inputs: Tensor, answers: Tensor, model_kind: str) -> dict:
+        """inputs (B, n), answers (B, m) -> the model's batch (``lengen.data.layout``)."""
+        return format_batch(inputs, answers, model_kind)
 
     @property
     def chance_accuracy(self) -> float:

@@ -1,0 +1,94 @@
+"""How a task's input and answer symbols are laid out for a model: tokens, positions, targets.
+
+Token layout (one vocabulary for every kind): PAD, BOS, SEP, SLOT, then the task's symbols.
+
+Sequences (``format_batch``), by model kind:
+
+* ``decoder``: ``BOS x1…xn SEP y1…ym`` shifted for next-token prediction; only the answer
+  tokens y are scored.
+* ``encoder`` (Chomsky-hierarchy style answer slots): ``x1…xn SEP SLOT×m``; the answer is read
+  at the m slots, bidirectionally.
+* ``encoder_decoder``: source ``x1…xn``; target ``BOS y1…y(m−1)`` predicting ``y1…ym``.
+
+Grids and volumes (``format_grid``, encoder only): the cells, flattened row-major, are the
+tokens; ``inputs["positions"]`` (T, A) holds each token's grid coordinate (axis 0 first), shared
+by every row of the batch. Answers are read at the cells themselves (dense: one answer per
+cell) or at readout slots after the cells, whose position row is all −1 (no grid position: every
+encoding gives them no positional signal, as RoPE-ViT leaves the class token unrotated).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from lengen.data.source import IGNORE
+
+PAD, BOS, SEP, SLOT = 0, 1, 2, 3
+N_SPECIAL = 4
+MODEL_KINDS = ("decoder", "encoder", "encoder_decoder")
+
+
+def format_batch(inputs: Tensor, answers: Tensor, model_kind: str) -> dict:
+    """inputs (B, n), answers (B, m) as symbols -> {"inputs": {...}, "targets": (B, T)}."""
+    batch_size, n = inputs.shape
+    x, y = inputs + N_SPECIAL, answers + N_SPECIAL
+
+    def column(token: int, width: int = 1) -> Tensor:
+        return torch.full((batch_size, width), token, dtype=torch.long)
+
+    if model_kind == "decoder":
+        sequence = torch.cat([column(BOS), x, column(SEP), y], dim=1)  # (B, n+m+2)
+        targets = sequence[:, 1:].clone()  # (B, n+m+1)
+        targets[:, : n + 1] = IGNORE  # the prompt is given, not predicted
+        return {"inputs": {"tokens": sequence[:, :-1]}, "targets": targets}
+    if model_kind == "encoder":
+        m = y.shape[1]
+        tokens = torch.cat([x, column(SEP), column(SLOT, m)], dim=1)  # (B, n+1+m)
+        targets = torch.cat([column(IGNORE, n + 1), y], dim=1)
+        return {"inputs": {"tokens": tokens}, "targets": targets}
+    if model_kind == "encoder_decoder":
+        target_in = torch.cat([column(BOS), y[:, :-1]], dim=1)  # (B, m)
+        return {"inputs": {"src": x, "tgt": target_in}, "targets": y}
+    raise ValueError(f"model kind must be one of {', '.join(MODEL_KINDS)}; got {model_kind!r}")
+
+
+def grid_coordinates(shape: tuple[int, ...]) -> Tensor:
+    """Row-major coordinates of every cell of a grid of this shape -> (prod(shape), A) int64."""
+    axes = [torch.arange(size) for size in shape]
+    return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(-1, len(shape))
+
+
+def format_grid(inputs: Tensor, answers: Tensor, shape: tuple[int, ...], dense: bool) -> dict:
+    """Cells inputs (B, prod(shape)) flattened row-major; answers (B, prod(shape)) if ``dense``
+    (one per cell, read at the cell) or (B, m) (read at m readout slots after the cells) ->
+    {"inputs": {"tokens": (B, T), "positions": (T, A)}, "targets": (B, T)}."""
+    batch_size, cells = inputs.shape
+    positions = grid_coordinates(shape)  # (cells, A)
+    if dense:
+        return {
+            "inputs": {"tokens": inputs + N_SPECIAL, "positions": positions},
+            "targets": answers + N_SPECIAL,
+        }
+    slots = answers.shape[1]
+    tokens = torch.cat([inputs + N_SPECIAL, torch.full((batch_size, slots), SLOT)], dim=1)
+    no_position = torch.full((slots, len(shape)), -1, dtype=torch.long)  # (m, A)
+    targets = torch.cat([torch.full((batch_size, cells), IGNORE), answers + N_SPECIAL], dim=1)
+    return {
+        "inputs": {"tokens": tokens, "positions": torch.cat([positions, no_position])},
+        "targets": targets,  # (B, cells + m)
+    }
+
+
+def sequence_length(batch: dict) -> int:
+    """Tokens the model processes for this batch: its longest token sequence."""
+    return max(t.shape[1] for name, t in batch["inputs"].items() if name != "positions")
+
+
+def max_position(batch: dict) -> int:
+    """Positions the model sees for this batch: the longest sequence it processes, or for grids
+    (``inputs["positions"]`` given) the extent along one axis (largest coordinate + 1)."""
+    positions = batch["inputs"].get("positions")
+    if positions is None:
+        return sequence_length(batch)
+    return int(positions.max()) + 1
