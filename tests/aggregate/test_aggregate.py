@@ -54,12 +54,7 @@ def the_row(summary, pe, length, settings=None):
 # -- Student t ---------------------------------------------------------------------------------
 def interval(n_seeds: int) -> dict:
     """seed_statistics of one cell holding ``n_seeds`` values 0, 1, 0, 1, …"""
-    cells = pd.DataFrame(
-        {"hash": "h", "length": 8, "protocol": "teacher_forced", "seed": range(n_seeds)}
-        | {"value": [float(i % 2) for i in range(n_seeds)], "higher_is_better": True}
-    )
-    (stat,) = seed_statistics(cells).to_dict("records")
-    return stat
+    return seed_statistics([float(i % 2) for i in range(n_seeds)], higher_is_better=True)
 
 
 def t_factor(n_seeds: int) -> float:

@@ -4,12 +4,12 @@
 ``scripts/plot.py`` reuses the same :class:`Summary`; :func:`load_sweep` gives notebooks every
 run × length × protocol as one pandas DataFrame. No torch here (fast to import).
 :mod:`.load` finds and reads runs and hashes their configurations, :mod:`.stats` computes
-(pandas, scipy.stats: statistics over seeds, baseline, settings, ranking), :mod:`.report`
-writes the files and runs the command line. The rules (what a run and a configuration are,
-the statistics, the not-learned flag, which comparisons are ranked) are in docs/analysis.md.
+(pandas, scipy.stats: statistics over seeds, settings, ranking), :mod:`.report` writes the files
+and runs the command line. The rules (what a run and a configuration are, the statistics, the
+not-learned flag, which comparisons are ranked) are in docs/analysis.md.
 """
 
-from lengen.aggregate.load import IGNORED_KEYS, Run, config_hash, load_sweep
+from lengen.aggregate.load import config_hash, load_sweep
 from lengen.aggregate.report import (
     add_selection_arguments,
     format_markdown,
@@ -18,32 +18,8 @@ from lengen.aggregate.report import (
     warnings_for,
     write_outputs,
 )
-from lengen.aggregate.stats import (
-    RANKING_COLUMNS,
-    SUMMARY_COLUMNS,
-    Summary,
-    aggregate,
-    average_ranks,
-    left_out_comparisons,
-    rank_pes,
-)
+from lengen.aggregate.stats import SUMMARY_COLUMNS, Summary, aggregate, average_ranks
 
-__all__ = [
-    "IGNORED_KEYS",
-    "RANKING_COLUMNS",
-    "SUMMARY_COLUMNS",
-    "Run",
-    "Summary",
-    "add_selection_arguments",
-    "aggregate",
-    "average_ranks",
-    "config_hash",
-    "format_markdown",
-    "left_out_comparisons",
-    "load_sweep",
-    "main",
-    "rank_pes",
-    "summary_from_arguments",
-    "warnings_for",
-    "write_outputs",
-]
+__all__ = ["SUMMARY_COLUMNS", "Summary", "add_selection_arguments", "aggregate", "average_ranks"]
+__all__ += ["config_hash", "format_markdown", "load_sweep", "main", "summary_from_arguments"]
+__all__ += ["warnings_for", "write_outputs"]

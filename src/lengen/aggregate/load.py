@@ -1,5 +1,5 @@
-"""Reading a sweep folder back: run directories, configs, results, configuration hashes
-(rules in the package docstring), and :func:`load_sweep`, every run as one DataFrame."""
+"""Reading a sweep folder back: run directories, their config and results, configuration hashes,
+and :func:`load_sweep` (every run as one DataFrame). The rules: docs/analysis.md."""
 
 from __future__ import annotations
 
@@ -36,14 +36,13 @@ IGNORED_KEYS = (
     "eval.factors",
     "eval.max_tokens_per_batch",  # evaluation batch size: memory, not the instances
 )
-#: what a run is, by name in results.json -> config key
+#: what a run is, by name in results.json -> config key (for runs without results)
 DESCRIBED = {"pe": "pe.name", "task": "data.name", "model": "model.name"}
 DESCRIBED |= {"train_len": "data.len", "seed": "seed"}
 
 
-# -- configurations ----------------------------------------------------------------------------
 def flatten(tree: dict, prefix: str = "") -> dict:
-    """{'a': {'b': 1}} -> {'a.b': 1}; lists stay values."""
+    """{'a': {'b': 1}} -> {'a.b': 1}; lists and empty dicts stay values."""
     flat = {}
     for key, value in tree.items():
         if isinstance(value, dict) and value:
@@ -55,28 +54,24 @@ def flatten(tree: dict, prefix: str = "") -> dict:
 
 def identity(config: dict, ignored: tuple[str, ...] = IGNORED_KEYS, *, _depth: int = 0) -> dict:
     """The flat config that identifies a configuration: ignored keys dropped, null keys dropped
-    (a key an older lengen did not write means the same as null: unset), ``init_from`` replaced
-    by the identity hash of the run it points to where that run can be found."""
+    (a key an older lengen did not write means the same as null: unset), and ``init_from``
+    replaced by the hash of the run it points to where that run can be found, so fine-tunes of
+    equal base runs group although each points to its own seed's directory."""
     flat = {
         key: value
         for key, value in flatten(config).items()
         if value is not None and not any(key == k or key.startswith(k + ".") for k in ignored)
     }
     if flat.get("init_from"):
-        flat["init_from"] = _init_from_identity(str(flat["init_from"]), _depth)
-    return flat
-
-
-def _init_from_identity(value: str, depth: int) -> str:
-    path = Path(value)
-    for run_dir in [path] if path.is_dir() else [path.parent, path.parent.parent]:
-        if depth < 8 and (run_dir / CONFIG_NAME).is_file():
-            try:
-                config = read_config(run_dir / CONFIG_NAME)
-            except (OSError, ValueError):
+        flat["init_from"] = str(flat["init_from"])
+        path = Path(flat["init_from"])  # a run directory, or a checkpoint in one
+        for run_dir in [path] if path.is_dir() else [path.parent, path.parent.parent]:
+            if _depth < 8 and (run_dir / CONFIG_NAME).is_file():
+                with contextlib.suppress(OSError, ValueError):
+                    base = read_config(run_dir / CONFIG_NAME)
+                    flat["init_from"] = "run:" + config_hash(base, _depth=_depth + 1)
                 break
-            return "run:" + config_hash(config, _depth=depth + 1)
-    return value
+    return flat
 
 
 def config_hash(config: dict, ignored: tuple[str, ...] = IGNORED_KEYS, *, _depth: int = 0) -> str:
@@ -87,7 +82,7 @@ def config_hash(config: dict, ignored: tuple[str, ...] = IGNORED_KEYS, *, _depth
 
 
 def read_config(path: Path) -> dict:
-    import yaml
+    import yaml  # here: importing the package stays fast
 
     with open(path) as handle:
         config = yaml.safe_load(handle)
@@ -106,7 +101,6 @@ def apply_overrides(config: dict, overrides: list[str]) -> dict:
     return OmegaConf.to_container(merged, resolve=True)
 
 
-# -- runs --------------------------------------------------------------------------------------
 @dataclass
 class Run:
     """One run directory and what became of it."""
@@ -135,9 +129,12 @@ class Run:
 
     @property
     def table_status(self) -> str:
-        """The status in runs.csv and :func:`load_sweep`: ok, not_learned, failed, duplicate,
-        excluded."""
+        """The status in runs.csv and load_sweep: ok, not_learned, failed, duplicate, excluded."""
         return "not_learned" if self.status == "ok" and self.learned is False else self.status
+
+    def fail(self, reason: str) -> Run:
+        self.status, self.reason = "failed", reason
+        return self
 
 
 def find_run_dirs(folder: Path) -> tuple[list[Path], list[Path]]:
@@ -156,58 +153,42 @@ def find_run_dirs(folder: Path) -> tuple[list[Path], list[Path]]:
     return sorted(runs), sorted(orphans)
 
 
-def load_run(path: Path, folder: Path, tag: str | None, min_accuracy: float) -> Run:
-    run = Run(path=path, name=path.relative_to(folder).as_posix() if path != folder else ".")
+def load_run(run: Run, tag: str | None, min_accuracy: float) -> Run:
+    """Read ``run``'s config and results; a run that cannot be used fails with the reason (a
+    sweep with broken runs still aggregates; the reasons go to failed.csv)."""
     try:
-        run.config = read_config(path / CONFIG_NAME)
+        run.config = read_config(run.path / CONFIG_NAME)
     except Exception as error:  # yaml errors, unreadable files: report, never crash
-        run.status, run.reason = "failed", f"unreadable config.yaml ({type(error).__name__})"
-        return run
-    results_path = path / results_name(tag)
-    if not results_path.is_file():
-        run.status = "failed"
-        run.reason = f"no {results_path.name} (failed, unfinished or still running)"
-        failure = path / "failed.json"  # written by a run that failed (lengen.cli)
-        if failure.is_file():
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                run.reason = f"failed: {json.loads(failure.read_text())['error']}"
-        return run
+        return run.fail(f"unreadable config.yaml ({type(error).__name__})")
+    name = results_name(tag)
+    if not (run.path / name).is_file():
+        reason = f"no {name} (failed, unfinished or still running)"
+        with contextlib.suppress(OSError, ValueError, KeyError):  # written by lengen.cli
+            reason = f"failed: {json.loads((run.path / 'failed.json').read_text())['error']}"
+        return run.fail(reason)
     try:
-        results = load_results(results_path)
+        results = load_results(run.path / name)
     except Exception as error:
-        run.status, run.reason = "failed", f"unreadable {results_path.name} ({error})"
-        return run
+        return run.fail(f"unreadable {name} ({error})")
     if problems := schema_problems(results):
-        run.status = "failed"
-        run.reason = f"{results_path.name} does not follow the schema: {'; '.join(problems[:3])}"
-        return run
+        return run.fail(f"{name} does not follow the schema: {'; '.join(problems[:3])}")
     if not results["eval"]:
-        run.status, run.reason = "failed", f"{results_path.name} has no evaluation rows"
-        return run
+        return run.fail(f"{name} has no evaluation rows")
     run.results = {**results, "eval": sort_rows(results["eval"])}
+    trained = run.results  # whether a model learned is a fact of its training run's results
     if tag is not None:
+        with contextlib.suppress(OSError, ValueError):
+            own = load_results(run.path / results_name())
+            trained = trained if schema_problems(own) else own
         try:
             run.config = apply_overrides(run.config, results.get("overrides") or [])
         except Exception as error:
-            run.status, run.reason = "failed", f"cannot apply the tag's overrides ({error})"
-            return run
+            return run.fail(f"cannot apply the tag's overrides ({error})")
     run.config_hash = config_hash(run.config)
-    run.id_accuracy = in_distribution_accuracy(_trained_results(path, tag) or run.results)
+    run.id_accuracy = in_distribution_accuracy(trained)
     if run.id_accuracy is not None:
         run.learned = run.id_accuracy >= min_accuracy
     return run
-
-
-def _trained_results(path: Path, tag: str | None) -> dict | None:
-    """For a re-evaluation, the run's own results.json: whether the model learned is a fact of
-    the training run (a re-evaluation may not include the training length)."""
-    if tag is None:
-        return None
-    try:
-        results = load_results(path / results_name())
-    except (OSError, ValueError):
-        return None
-    return results if not schema_problems(results) else None
 
 
 def load_runs(
@@ -219,10 +200,9 @@ def load_runs(
     """Every run directory below ``folder`` (then the orphans), duplicates marked; with
     ``reached_criterion``, runs whose criterion was not reached (or that had none) excluded."""
     run_dirs, orphans = find_run_dirs(folder)
-    runs = [load_run(path, folder, tag, min_accuracy) for path in run_dirs]
-    for path in orphans:
-        name = path.relative_to(folder).as_posix() if path != folder else "."
-        runs.append(Run(path, name, status="failed", reason="results without config.yaml"))
+    name = {path: path.relative_to(folder).as_posix() for path in run_dirs + orphans}  # folder: "."
+    runs = [load_run(Run(path, name[path]), tag, min_accuracy) for path in run_dirs]
+    runs += [Run(path, name[path]).fail("results without config.yaml") for path in orphans]
     for run in runs:
         if reached_criterion and run.status == "ok" and not run.criterion.get("reached"):
             run.status = "excluded"

@@ -9,52 +9,39 @@ from pathlib import Path
 
 import pandas as pd
 
-from lengen.aggregate.load import IGNORED_KEYS
-from lengen.aggregate.stats import (
-    RANKING_COLUMNS,
-    SUMMARY_COLUMNS,
-    TABLE,
-    Summary,
-    aggregate,
-    ranked_rows,
-)
+from lengen.aggregate.load import DESCRIBED, IGNORED_KEYS
+from lengen.aggregate.stats import RANKING_COLUMNS, SUMMARY_COLUMNS, TABLE, Summary, aggregate
 from lengen.results import (
     CONFIG_NAME,
     LEARNED_ACCURACY,
     LM_FALLBACK_METRIC,
     METRIC_DIRECTIONS,
+    atomic_write_text,
     results_name,
 )
 
-CI_METHOD = "95% CI, Student t, n−1 degrees of freedom: mean ± t_{0.975, n−1} · std / √n"
-RUN_COLUMNS = (
-    *("run_dir", "status", "reason", "config_hash", "pe", "task", "model", "train_len", "seed"),
-    *("id_accuracy", "criterion_reached", "reached_at_step"),
-)
-#: marks a summary.md cell may carry: (does a summary row set it, its meaning)
+RUN_COLUMNS = ("run_dir", "status", "reason", "config_hash", *DESCRIBED, "id_accuracy")
+RUN_COLUMNS += ("criterion_reached", "reached_at_step")
+RANKING = """\
+## Ranking of positional encodings (mean reciprocal rank)
+
+Within each comparison (same configuration apart from the PE, one length beyond the training \
+length, one protocol) PEs are ranked by mean metric, ties sharing the average rank; a PE's MRR \
+is the mean of 1/rank over its comparisons (1 = always best). Comparisons with a single PE are \
+skipped, and so are comparisons in which no encoding learned the task in distribution (listed \
+below). `n_best`: first places, shared ones included.
+"""
+#: the marks a summary.md cell may carry -> their meaning
 MARKS = {
-    "[draws ±s]": (
-        lambda row: row.get("draw_std") is not None,
-        "the std over the position draws that evaluation averaged over (randomized positions; "
-        "mean over seeds, `draw_std` in summary.csv)",
-    ),
-    "≤b": (
-        lambda row: row.get("above_baseline") is False,
-        "not above the trivial baseline, the best constant answer per position on the same "
-        "instances (`baseline` in summary.csv): the mean with n=1, the CI's lower end with n ≥ 2",
-    ),
+    "[draws ±s]": "the std over the position draws that evaluation averaged over (randomized "
+    "positions; mean over seeds, `draw_std` in summary.csv)",
+    "≤b": "not above the trivial baseline, the best constant answer per position on the same "
+    "instances (`baseline` in summary.csv): the mean with n=1, the CI's lower end with n ≥ 2",
 }
 
 
-def _csv(rows: list[dict], columns: tuple[str, ...]) -> str:
-    """CSV text; None is written as an empty field, numbers at full precision."""
-    cells = [{k: "" if row.get(k) is None else row[k] for k in columns} for row in rows]
-    frame = pd.DataFrame(cells, columns=list(columns), dtype=object)
-    return frame.to_csv(index=False, lineterminator="\n", na_rep="nan")
-
-
-def run_table(summary: Summary) -> list[dict]:
-    """One dict per run directory found (runs.csv)."""
+def run_table(summary: Summary, status: str | None = None) -> list[dict]:
+    """One dict per run directory found (runs.csv), or per run with that runs.csv ``status``."""
     return [
         {"run_dir": run.name, "status": run.table_status, "reason": run.reason}
         | {"config_hash": (run.config_hash or "")[:10], "id_accuracy": run.id_accuracy}
@@ -62,28 +49,31 @@ def run_table(summary: Summary) -> list[dict]:
         | {"criterion_reached": run.criterion.get("reached")}
         | {"reached_at_step": run.criterion.get("reached_at_step")}
         for run in summary.runs
+        if status in (None, run.table_status)
     ]
 
 
 def write_outputs(summary: Summary, out_dir: str | Path | None = None) -> list[Path]:
     """summary.csv, summary.md, ranking.csv, failed.csv and runs.csv (``.<tag>`` inserted
-    before the extension with a tag), written atomically; returns the paths."""
-    from lengen.results import atomic_write_text
-
-    runs = run_table(summary)
-    files = {
-        "summary.csv": _csv(summary.rows, SUMMARY_COLUMNS),
+    before the extension with a tag), written atomically; returns the paths. In the CSV files
+    None is an empty field and numbers have full precision."""
+    tables = {
+        "summary.csv": (summary.rows, SUMMARY_COLUMNS),
         "summary.md": format_markdown(summary),
-        "ranking.csv": _csv(summary.ranking + summary.left_out, RANKING_COLUMNS),
-        "failed.csv": _csv([r for r in runs if r["status"] == "failed"], RUN_COLUMNS),
-        "runs.csv": _csv(runs, RUN_COLUMNS),
+        "ranking.csv": (summary.ranking + summary.left_out, RANKING_COLUMNS),
+        "failed.csv": (run_table(summary, "failed"), RUN_COLUMNS),
+        "runs.csv": (run_table(summary), RUN_COLUMNS),
     }
     paths = []
-    for name, text in files.items():
-        if summary.tag is not None:  # summary.csv -> summary.<tag>.csv
-            name = name.replace(".", f".{summary.tag}.")
+    for name, table in tables.items():
+        if isinstance(table, tuple):
+            rows, columns = table
+            cells = [{k: "" if row.get(k) is None else row[k] for k in columns} for row in rows]
+            frame = pd.DataFrame(cells, columns=list(columns), dtype=object)
+            table = frame.to_csv(index=False, lineterminator="\n", na_rep="nan")
+        name = name if summary.tag is None else name.replace(".", f".{summary.tag}.")
         paths.append(Path(out_dir or summary.folder) / name)
-        atomic_write_text(paths[-1], text)
+        atomic_write_text(paths[-1], table)
     return paths
 
 
@@ -94,28 +84,18 @@ def _names(runs, limit: int | None = None) -> str:
 
 def warnings_for(summary: Summary) -> list[str]:
     """One line per problem a user must see (printed on stderr by the CLI)."""
-    failed, not_learned = summary.failed, summary.not_learned
-    lines = []
-    if not summary.runs:
-        lines.append(f"no run directories (holding {CONFIG_NAME}) below {summary.folder}")
-    if failed:
-        lines.append(
-            f"{len(failed)} failed or missing run(s), listed in summary.md and failed.csv: "
-            + _names(failed, 5)
-        )
-    if summary.duplicates:
-        lines.append(
-            f"{len(summary.duplicates)} duplicate run(s) (same config and seed) not counted"
-        )
-    if summary.excluded:
-        lines.append(f"{len(summary.excluded)} run(s) excluded by --reached-criterion")
-    if not_learned:
-        verb = "excluded" if summary.exclude_not_learned else "kept in the statistics, flagged"
-        lines.append(
-            f"{len(not_learned)} run(s) did not learn in distribution ({verb}): "
-            + _names(not_learned, 5)
-        )
-    return lines + [
+    failed, not_learned, duplicates = summary.failed, summary.not_learned, summary.duplicates
+    verb = "excluded" if summary.exclude_not_learned else "kept in the statistics, flagged"
+    lines = {  # line -> whether it applies
+        f"no run directories (holding {CONFIG_NAME}) below {summary.folder}": not summary.runs,
+        f"{len(failed)} failed or missing run(s), listed in summary.md and failed.csv: "
+        + _names(failed, 5): failed,
+        f"{len(duplicates)} duplicate run(s) (same config and seed) not counted": duplicates,
+        f"{len(summary.excluded)} run(s) excluded by --reached-criterion": summary.excluded,
+        f"{len(not_learned)} run(s) did not learn in distribution ({verb}): "
+        + _names(not_learned, 5): not_learned,
+    }
+    return [line for line, applies in lines.items() if applies] + [
         f"ranking: {entry['n_comparisons']} comparison(s) of {entry['task']} · {entry['model']} · "
         f"train_len {entry['train_len']} · {entry['protocol']} left out: {entry['reason']}"
         for entry in summary.left_out
@@ -132,22 +112,18 @@ def _fmt(value, metric: str) -> str:
 
 
 def _cell(row: dict) -> str:
-    """mean ± CI half-width, (n=1), or – without values; then the ``MARKS`` that apply; † where
-    runs did not learn."""
+    """mean ± CI half-width, or (n=1), or – without values; then the ``MARKS`` that apply; †
+    where runs did not learn."""
     if row["n_seeds"] == 0:
         return "–"
-    text = _fmt(row["mean"], row["metric"])
-    if row["n_seeds"] == 1:
-        text += " (n=1)"
-    else:
-        text += f" ± {_fmt(row['ci95_high'] - row['mean'], row['metric'])}"
-    if row.get("draw_std") is not None:
-        text += f" [draws ±{_fmt(row['draw_std'], row['metric'])}]"
-    text += " ≤b" if MARKS["≤b"][0](row) else ""
+    metric, text = row["metric"], _fmt(row["mean"], row["metric"])
+    text += f" ± {_fmt(row['ci95_high'] - row['mean'], metric)}" if row["n_seeds"] > 1 else " (n=1)"
+    text += "" if row["draw_std"] is None else f" [draws ±{_fmt(row['draw_std'], metric)}]"
+    text += " ≤b" if row["above_baseline"] is False else ""
     return text + (" †" if row["n_not_learned"] else "")
 
 
-def _md_table(header: list[str], body: list[list]) -> list[str]:
+def _md_table(header: list, body) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in body]
     return [*lines, ""]
@@ -164,8 +140,9 @@ def _panel(frame: pd.DataFrame) -> list[str]:
         )
         header.append(f"{length} ({note})" if note else str(length))
     body = []
-    configs = frame.groupby(["pe", "settings", "config_hash"], sort=False, dropna=False)
-    for (pe, settings, _), config in configs:
+    for (pe, settings, _), config in frame.groupby(
+        ["pe", "settings", "config_hash"], sort=False, dropna=False
+    ):
         cells = dict(zip(config["length"], config["cell"], strict=True))
         low, high = config["n_seeds"].min(), config["n_seeds"].max()
         n = str(low) if low == high else f"{low}–{high}"
@@ -175,8 +152,7 @@ def _panel(frame: pd.DataFrame) -> list[str]:
 
 def _not_learned_caveat(summary: Summary, hashes, where: str, mark: str = "†") -> list[str]:
     """The caveat each section repeats when it uses runs that did not learn in distribution."""
-    hashes = set(hashes)
-    if not (runs := [run for run in summary.not_learned if run.config_hash in hashes]):
+    if not (runs := [run for run in summary.not_learned if run.config_hash in set(hashes)]):
         return []
     how = "excluded from the statistics, counted in n_not_learned"
     how = how if summary.exclude_not_learned else "kept in the statistics"
@@ -196,11 +172,12 @@ def _settings_section(summary: Summary) -> list[str]:
         "",
         f"- Metric: `{metric}`{fallback if METRIC_DIRECTIONS[metric] else ''}; "
         f"source files: `{results_name(summary.tag)}`.",
-        f"- Statistics over training seeds per configuration × length × protocol: mean, sample "
-        f"standard deviation (ddof = 1) and the {CI_METHOD}. Tables show mean ± CI half-width. "
-        "With one seed (n=1) there is no std and no CI. CIs are not clipped to [0, 1]. They "
-        "describe variation over training seeds on the fixed evaluation set, not the sampling "
-        "error of that set (`n_examples` per length in summary.csv).",
+        "- Statistics over training seeds per configuration × length × protocol: mean, sample "
+        "standard deviation (ddof = 1) and the 95% CI, Student t, n−1 degrees of freedom: mean ± "
+        "t_{0.975, n−1} · std / √n. Tables show mean ± CI half-width. With one seed (n=1) there "
+        "is no std and no CI. CIs are not clipped to [0, 1]. They describe variation over "
+        "training seeds on the fixed evaluation set, not the sampling error of that set "
+        "(`n_examples` per length in summary.csv).",
         "- `best_of_seeds` (summary.csv): the best seed (max for accuracy / exact match, min for "
         "loss / ppl), for comparison with papers that report maxima; not an estimate of "
         "expected performance.",
@@ -236,9 +213,11 @@ def _settings_section(summary: Summary) -> list[str]:
 
 def _results_section(summary: Summary) -> list[str]:
     lines = [f"## Results ({summary.metric}: mean ± 95% CI half-width)", ""]
-    marks = [
-        f"{mark}: {text}" for mark, (used, text) in MARKS.items() if any(map(used, summary.rows))
-    ]
+    used = {
+        "[draws ±s]": any(row["draw_std"] is not None for row in summary.rows),
+        "≤b": any(row["above_baseline"] is False for row in summary.rows),
+    }
+    marks = [f"{mark}: {text}" for mark, text in MARKS.items() if used[mark]]
     lines += ["Marks: " + "; ".join(marks) + ".", ""] if marks else []
     if not summary.rows:
         return lines
@@ -251,26 +230,16 @@ def _results_section(summary: Summary) -> list[str]:
 
 
 def _ranking_section(summary: Summary) -> list[str]:
-    lines = [
-        "## Ranking of positional encodings (mean reciprocal rank)",
-        "",
-        "Within each comparison (same configuration apart from the PE, one length beyond the "
-        "training length, one protocol) PEs are ranked by mean metric, ties sharing the average "
-        "rank; a PE's MRR is the mean of 1/rank over its comparisons (1 = always best). "
-        "Comparisons with a single PE are skipped, and so are comparisons in which no encoding "
-        "learned the task in distribution (listed below). `n_best`: first places, shared ones "
-        "included.",
-        "",
-    ]
-    ranked, where = ranked_rows(summary.rows), "in the ranked comparisons"
+    lines = [RANKING]
+    ranked, where = summary.ranked, "in the ranked comparisons"
     if not summary.exclude_not_learned:  # otherwise the ranking uses none of them
         lines += _not_learned_caveat(summary, ranked.get("_hash", []), where, "Caveat:")
     unranked = {entry["task"] for entry in summary.left_out} - set(ranked.get("task", []))
     for task in sorted(unranked, key=str):
         lines += [f"No encoding learned {task} in distribution: nothing to rank.", ""]
-    ranking = pd.DataFrame(summary.ranking, columns=RANKING_COLUMNS)
-    if ranking.empty and not summary.left_out:
+    if not summary.ranking and not summary.left_out:
         lines += ["No comparison with two or more PEs beyond the training length.", ""]
+    ranking = pd.DataFrame(summary.ranking, columns=RANKING_COLUMNS)
     for scope, entries in ranking.groupby("scope", sort=False):
         lines += [f"### {'all tasks' if scope == 'all' else scope}", ""]
         entries = entries.assign(mrr=entries["mrr"].map("{:.3f}".format))
@@ -286,7 +255,7 @@ def _ranking_section(summary: Summary) -> list[str]:
 
 def _run_list(summary: Summary, status: str, columns: dict[str, str]) -> list[str]:
     """The runs with a runs.csv ``status`` as a table (``columns`` -> header), or None."""
-    runs = [row for row in run_table(summary) if row["status"] == status]
+    runs = run_table(summary, status)
     for row in runs:
         if row["id_accuracy"] is not None:
             row["id_accuracy"] = f"{row['id_accuracy']:.3f}"
@@ -299,8 +268,8 @@ def format_markdown(summary: Summary) -> str:
     lines = [f"# Results summary: `{summary.folder}`", "", *_settings_section(summary)]
     lines += [*_results_section(summary), *_ranking_section(summary)]
     lines += [f"## Runs that did not learn in distribution (accuracy < {summary.min_accuracy:g})"]
-    described = {key: key for key in ("pe", "task", "model", "train_len", "seed")}
-    columns = {"run_dir": "run", **described, "id_accuracy": "accuracy at train_len"}
+    columns = {"run_dir": "run", **dict(zip(DESCRIBED, DESCRIBED, strict=True))}
+    columns |= {"id_accuracy": "accuracy at train_len"}
     lines += ["", *_run_list(summary, "not_learned", columns)]
     if unchecked := [r for r in summary.aggregated if r.learned is None]:
         lines += [
