@@ -27,6 +27,14 @@ for variable, value in {
 }.items():
     os.environ[variable] = value
 
+# pytest-xdist (the suite runs with -n auto, pyproject.toml): each worker gets its share of the
+# cores, for its own torch and for the train.py processes it starts; without this, two workers
+# on two cores each run two intra-op threads and spin against each other
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    _SHARE = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_SHARE))
+    torch.set_num_threads(_SHARE)
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 

@@ -189,15 +189,6 @@ def test_logger_none_writes_no_logs(tmp_path):
     assert not (tmp_path / "logs").exists()
 
 
-@pytest.mark.slow
-def test_default_experiment_learns_in_distribution(tmp_path):
-    """The demo's own settings (python train.py) reach accuracy >= 0.9 at the training length."""
-    cfg = compose_train("logger=none", "trainer.enable_progress_bar=false", fast=False)
-    results = run(cfg, run_dir=tmp_path)
-    at_train_len = next(r for r in results["eval"] if r["length"] == cfg.data.len)
-    assert at_train_len["accuracy"] >= 0.9
-
-
 def test_init_from_starts_from_the_runs_weights(trained, tmp_path):
     source_dir, _ = trained("decoder", "rope")
     cfg = compose_train(
