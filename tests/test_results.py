@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from lengen.results import REQUIRED_KEYS, write_results
+import pytest
+
+from lengen.results import REQUIRED_KEYS, length_unit, write_results
 
 
 def test_non_finite_numbers_are_written_as_null(tmp_path):
@@ -48,3 +50,16 @@ def test_cpu_model_is_the_cpuinfo_model_name():
     names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
              if line.startswith("model name")]  # fmt: skip
     assert cpu_model() == names[0]
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ({"length": 16, "accuracy": 0.5, "ppl": None}, ("length", "input symbols")),
+        ({"length": 128, "accuracy": None, "ppl": 30.0}, ("length", "tokens")),
+        ({"length": 8, "grid_shape": [8, 8], "accuracy": 1.0}, ("side", "cells")),
+        ({"length": 16, "grid_shape": [8, 8], "accuracy": 1.0}, ("side", "pixels")),
+    ],
+)
+def test_length_unit_names_what_a_rows_length_counts(row, expected):
+    assert length_unit(row) == expected

@@ -211,6 +211,18 @@ def not_learned_message(results: dict) -> str:
     )
 
 
+def length_unit(row: dict) -> tuple[str, str]:
+    """What a results row's ``length`` counts, as (noun, unit) for labels: ("length", "input
+    symbols") for tasks, ("length", "tokens") for language modelling, ("side", "cells") for
+    grids and volumes, ("side", "pixels") for images cut into patches (shapes)."""
+    grid = row.get("grid_shape")
+    if grid:
+        return "side", "cells" if row["length"] == grid[0] else "pixels"
+    if row.get("accuracy") is None and row.get("ppl") is not None:
+        return "length", "tokens"
+    return "length", "input symbols"
+
+
 def sort_rows(rows: list[dict]) -> list[dict]:
     """Rows unique per (length, protocol), sorted by length."""
     seen = {}

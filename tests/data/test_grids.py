@@ -20,6 +20,7 @@ from lengen.data.tasks import GridLocate, GridTranspose, Shapes, VolumeLocate
 from lengen.data.tasks.grids import SHAPE_CLASSES
 from lengen.evaluation.tasks import score_lengths
 from lengen.lit import shard
+from lengen.pe.base import GRID_ENCODINGS
 
 GRID_TASKS = ["grid_transpose", "grid_locate", "volume_locate", "shapes"]
 SIDES = [2, 3, 5, 8]
@@ -377,25 +378,19 @@ def test_shard_splits_rows_but_keeps_the_shared_positions():
 # -- end to end: a tiny encoder trains a few steps, scored at 1× and 2× the side ----------------
 
 
-def grid_encodings() -> list[str]:
-    """nope, and sinusoidal once it has its N-d form (``supports_axes``)."""
-    from hydra.utils import get_class
-
-    names = ["nope", "sinusoidal"]
-    return [n for n in names if get_class(compose_train(f"pe={n}").pe._target_).supports_axes]
-
-
 TINY = ("model.d_model=24", "model.n_layers=1", "model.n_heads=2", "model.d_ff=32", "logger=none")
 
 
-@pytest.mark.parametrize("pe", ["nope", "sinusoidal"])
+#: every encoding with an N-d form, and the learned table interpolated past training
+GRID_PES = [(pe,) for pe in GRID_ENCODINGS] + [("learned", "pe.policy=interpolate")]
+
+
+@pytest.mark.parametrize("pe", GRID_PES, ids=lambda pe: "-".join(pe))
 @pytest.mark.parametrize("name", GRID_TASKS)
 def test_grid_task_trains_and_is_scored_at_one_and_two_times_the_side(name, pe, tmp_path):
-    if pe not in grid_encodings():
-        pytest.skip(f"pe={pe} has no N-d form yet")
     side = {"volume_locate": 2, "shapes": 8}.get(name, 4)
     cfg = compose_train(
-        f"data={name}", "model=encoder", f"pe={pe}", *TINY, f"data.len={side}",
+        f"data={name}", "model=encoder", f"pe={pe[0]}", *pe[1:], *TINY, f"data.len={side}",
         f"data.min_len={side}", "eval.factors=[1,2]",
     )  # fmt: skip
     from lengen.train import run
@@ -426,3 +421,24 @@ def test_greedy_rows_of_grid_tasks_equal_teacher_forced_ones(name):
     for a, b in zip(forced, greedy, strict=True):
         assert (a["accuracy"], a["exact_match"]) == (b["accuracy"], b["exact_match"])
         assert b["sequence_length"] == data.sequence_length(b["length"])
+
+
+def test_eval_py_extends_a_finished_grid_run_with_rope_scaling_per_axis(tmp_path):
+    """pe.scaling through eval.py on a finished grid run: results.<tag>.json beside the untouched
+    original, the scaling recorded, every row re-scored at the same sides."""
+    from lengen.reeval import evaluate_run
+    from lengen.train import run
+
+    cfg = compose_train(
+        "data=grid_locate", "model=encoder", "pe=rope", *TINY, "data.len=4", "eval.factors=[1,2]"
+    )
+    run(cfg, run_dir=tmp_path)
+    before = (tmp_path / "results.json").read_bytes()
+    scaled = evaluate_run([f"run={tmp_path}", "pe.scaling=ntk", "pe.scaling_factor=2", "tag=ntk"])
+    assert (tmp_path / "results.json").read_bytes() == before
+    assert json.loads((tmp_path / "results.ntk.json").read_text()) == scaled
+    assert scaled["pe_info"]["scaling"] == "ntk"
+    original = json.loads(before)
+    assert [r["length"] for r in scaled["eval"]] == [r["length"] for r in original["eval"]]
+    assert [r["grid_shape"] for r in scaled["eval"]] == [[4, 4], [8, 8]]
+    assert scaled["eval"][1]["loss"] != original["eval"][1]["loss"]  # other frequencies

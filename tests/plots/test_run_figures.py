@@ -141,6 +141,22 @@ def test_the_y_axis_names_both_task_metrics(closing):
     assert figure.axes[0].get_ylabel() == "per-token accuracy / exact match"
 
 
+def test_the_x_axis_of_a_task_run_counts_input_symbols(closing):
+    figure = extrapolation_figure(task_results())
+    closing(figure)
+    assert figure.axes[0].get_xlabel() == "evaluation length (input symbols)"
+
+
+def test_the_x_axis_of_a_grid_run_is_the_side(closing):
+    results = task_results()
+    for row in results["eval"]:
+        row["grid_shape"] = [row["length"]] * 2
+    figure = extrapolation_figure(results)
+    closing(figure)
+    assert figure.axes[0].get_xlabel() == "evaluation side (cells)"
+    assert "training side (8)" in figure.axes[0].get_legend_handles_labels()[1]
+
+
 def test_the_y_axis_names_perplexity_for_text_runs(closing):
     figure = extrapolation_figure(text_results())
     closing(figure)

@@ -18,6 +18,7 @@ from lengen.results import (
     LEARNED_ACCURACY,
     LM_FALLBACK_METRIC,
     METRIC_DIRECTIONS,
+    length_unit,
     result_tags,
     results_name,
 )
@@ -168,6 +169,7 @@ def summary_rows(summary: Summary) -> list[dict]:
                 "_n_learned": learned.count(True),
                 "_n_unchecked": learned.count(None),
                 "_language_modelling": all(row.get("accuracy") is None for row in rows),
+                "_length_unit": length_unit(rows[0]),
                 "_rank_hash": config_hash(run.config, (*IGNORED_KEYS, "pe")),
             }
         )

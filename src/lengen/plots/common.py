@@ -5,15 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def length_axis(ax, lengths: list[int], train_len: int) -> None:
-    """Evaluation lengths on x (log2 when they span 4× or more), training length marked."""
+def length_axis(ax, lengths: list[int], train_len: int, unit=("length", "input symbols")) -> None:
+    """Evaluation lengths on x (log2 when they span 4× or more), training length marked;
+    ``unit``: (noun, unit) of ``lengen.results.length_unit`` (grids: the side)."""
+    noun, counted = unit
     ax.axvline(
         train_len,
         color="black",
         linestyle="--",
         linewidth=1,
-        label=f"training length ({train_len})",
+        label=f"training {noun} ({train_len})",
     )
+    ax.set_xlabel(f"evaluation {noun} ({counted})")
     if len(lengths) > 1 and max(lengths) / max(min(lengths), 1) >= 4:
         ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [str(length) for length in lengths])

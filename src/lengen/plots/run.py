@@ -20,6 +20,7 @@ from lengen.plots.common import (
     save_figure,
     wrap_title,
 )
+from lengen.results import length_unit
 
 #: colour and marker of each metric in a run's extrapolation figure
 _METRIC_STYLES = {
@@ -72,9 +73,8 @@ def extrapolation_figure(results: dict):
         chance = rows[0].get("chance_accuracy") if rows else None
         if chance is not None and "accuracy" in metrics:
             ax.axhline(chance, color="grey", linestyle=":", linewidth=1, label="chance accuracy")
-        length_axis(ax, lengths, results["train_len"])
+        length_axis(ax, lengths, results["train_len"], length_unit(rows[0]))
         text = metrics == ["ppl"]
-        ax.set_xlabel(f"evaluation length ({'tokens' if text else 'input symbols'})")
         ax.set_ylabel(" / ".join(metric_label(metric) for metric in metrics))
         if text:
             plain_log_axis(ax, [r.get("ppl") for r in rows])

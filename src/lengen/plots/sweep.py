@@ -117,14 +117,13 @@ def plot_metric_vs_length(rows: list[dict], title: str = ""):
                 linewidth=1,
                 label="baseline (best constant answer)",
             )
-        length_axis(ax, lengths, train_len)
+        unit = rows[0].get("_length_unit") or ("length", "input symbols")
+        length_axis(ax, lengths, train_len, unit)
         ax.minorticks_off()
-        unit = "tokens" if rows[0].get("_language_modelling") else "input symbols"
-        ax.set_xlabel(f"evaluation length ({unit})")
         ax.set_ylabel(metric_label(metric))
         if METRIC_RANGE.get(metric):
             ax.set_ylim(*METRIC_RANGE[metric])
-        ax.set_title(f"{title} · trained on lengths ≤ {train_len}" if title else "")
+        ax.set_title(f"{title} · trained on {unit[0]}s ≤ {train_len}" if title else "")
         ax.grid(alpha=0.3)
         bars = "; bars: ±std over position draws" if any(r.get("draw_std") for r in rows) else ""
         ax.legend(
