@@ -51,7 +51,11 @@ def test_compiled_run_trains_through_the_compiled_forward_and_evaluates(tmp_path
 
     monkeypatch.setattr(lit.torch, "compile", counting_compile)
     cfg = compose_train(
-        "model.compile=true", "model.d_model=16", "model.d_ff=32", "trainer.max_steps=6"
+        "model.compile=true",
+        "model.d_model=16",
+        "model.d_ff=32",
+        "trainer.max_steps=6",
+        "data.curriculum=fixed",  # one training shape: one compile, not one per length
     )
     results = run(cfg, run_dir=tmp_path / "run")
     assert len(compiled_calls) == 6  # every training step
