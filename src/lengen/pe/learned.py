@@ -61,6 +61,23 @@ def resize_table(table: Tensor, extents: list[int] | tuple[int, ...]) -> Tensor:
     return resized[0].movedim(0, -1).to(table.dtype)  # (*extents, D)
 
 
+def table_rows(policy: str, table_size, trained: int | None, needed: int, unit: str) -> int:
+    """Rows of a table (per axis on grids): ``pe.table_size`` checked, or derived from the
+    policy (``extend``: every position evaluation needs; otherwise the trained ones);
+    ``pe.policy=error`` refuses evaluation that needs more rows than the table holds."""
+    if table_size is None:
+        table_size = needed if policy == "extend" else (trained or needed)
+    if isinstance(table_size, bool) or not isinstance(table_size, int) or table_size < 1:
+        raise ValueError(f"pe.table_size must be a positive integer, got {table_size!r}")
+    if policy == "error" and needed > table_size:
+        raise ValueError(
+            f"pe.policy=error: evaluation needs {needed} {unit} but the learned table holds "
+            f"{table_size}; allowed: pe.policy=extend (untrained rows past training) or "
+            f"interpolate, or evaluation within the table"
+        )
+    return table_size
+
+
 class Learned(PositionalEncoding):
     """A trainable (positions × d_model) table added to the token embeddings.
 
@@ -104,16 +121,7 @@ class Learned(PositionalEncoding):
         trained = self.train_positions
         needed = max(p for p in (self.train_positions, self.position_range, 1) if p is not None)
         explicit = table_size
-        if table_size is None:
-            table_size = needed if policy == "extend" else (trained or needed)
-        if table_size < 1:
-            raise ValueError(f"pe.table_size must be a positive integer, got {table_size}")
-        if policy == "error" and needed > table_size:
-            raise ValueError(
-                f"pe.policy=error: evaluation needs {needed} positions but the learned table "
-                f"holds {table_size}; allowed: pe.policy=extend (untrained rows past training) "
-                f"or eval lengths within the table"
-            )
+        table_size = table_rows(policy, table_size, trained, needed, "positions")
         # drawn as one table, as before the split, so the random stream (and every later
         # initialisation) is what it was: the same seed gives the same model
         full = nn.Embedding(table_size, self.d_model)
@@ -130,16 +138,7 @@ class Learned(PositionalEncoding):
         per cell (``full``); trained rows are parameters, untrained ones a buffer, as in 1-D."""
         trained = self.train_positions
         needed = max(p for p in (trained, self.max_positions, 1) if p is not None)
-        if table_size is None:
-            table_size = needed if policy == "extend" else (trained or needed)
-        if isinstance(table_size, bool) or not isinstance(table_size, int) or table_size < 1:
-            raise ValueError(f"pe.table_size must be a positive integer, got {table_size!r}")
-        if policy == "error" and needed > table_size:
-            raise ValueError(
-                f"pe.policy=error: evaluation needs {needed} positions per axis but the learned "
-                f"table holds {table_size}; allowed: pe.policy=extend or interpolate, or eval "
-                f"sizes within the table"
-            )
+        table_size = table_rows(policy, table_size, trained, needed, "positions per axis")
         kept = min(table_size, trained) if trained and policy == "extend" else table_size
         std = init_std or self.d_model**-0.5
         if self.table_kind == "axial":
