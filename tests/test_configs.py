@@ -195,7 +195,18 @@ def test_known_group_choices_pass():
     check_group_overrides(["pe=rope,alibi", "model=encoder", "data.len=8", "experiment=null"])
 
 
-@pytest.mark.parametrize("recipe", ["mcgill_small", "chomsky_small"])
+@pytest.mark.parametrize("recipe", ["mcgill_small", "mcgill_paper", "chomsky_small"])
 def test_task_recipes_compare_encodings_by_generated_answers(recipe):
     # the cited papers compare encodings by exact match on generated answers
     assert compose_train(f"experiment={recipe}").eval.decoding == "greedy"
+
+
+def test_mcgill_paper_recipe_has_the_papers_table_2_settings():
+    # Kazemnejad et al. 2023, Table 2 (App. D.2): T5-base-sized decoder, AdamW 3e-5, weight
+    # decay 0.05, batch 64, 40K steps with 6% warm-up; L = 20, tested up to 2L
+    cfg = compose_train("experiment=mcgill_paper", fast=False)
+    model = (cfg.model.n_layers, cfg.model.d_model, cfg.model.n_heads, cfg.model.d_ff)
+    assert model == (12, 768, 12, 3072) and cfg.model.dropout == 0.1
+    assert (cfg.optim.lr, cfg.optim.weight_decay, cfg.data.batch_size) == (3e-5, 0.05, 64)
+    assert cfg.trainer.max_steps == 40000 and cfg.optim.warmup_steps == 0.06 * 40000
+    assert cfg.data.len == 20 and max(eval_lengths(cfg)) == 2 * cfg.data.len

@@ -89,3 +89,18 @@ def test_no_heatmap_for_a_single_setup(tmp_path):
         r for r in rows if (r["model"], r["train_len"]) == (rows[0]["model"], rows[0]["train_len"])
     ]
     assert plot_extrapolation_heatmap(rows) is None
+
+
+def test_tagged_figures_are_named_by_their_tag_and_leave_the_runs_own_alone(tmp_path):
+    sweep = make_sweep(tmp_path / "sweep")
+    extra = {"overrides": [], "tag": "near"}
+    write_run(
+        sweep, "alibi_seed0", accuracy={8: 0.4}, results_file="results.near.json", extra=extra
+    )
+    plot = [sys.executable, str(ROOT / "scripts" / "plot.py"), str(sweep)]
+    subprocess.run(plot, check=True, capture_output=True, timeout=120)
+    own = sweep / "extrapolation_exact_match_copy_decoder_len4.png"
+    before = own.read_bytes()
+    subprocess.run([*plot, "--tag", "near"], check=True, capture_output=True, timeout=120)
+    assert_png(sweep / "extrapolation_exact_match_copy_decoder_len4.near.png")
+    assert own.read_bytes() == before

@@ -18,7 +18,10 @@ from lengen.plots.common import (
 
 def plot_sweep(summary, out_dir: str | Path, formats=("png", "pdf")) -> list[Path]:
     """Every figure of a sweep: one metric-vs-length file per (task, model, train_len,
-    protocol, metric) and one PE × setup heatmap per metric; returns the paths written."""
+    protocol, metric) and one PE × setup heatmap per metric, named ``<name>.<tag>`` for the
+    re-evaluations of ``--tag`` (as aggregate.py names its outputs), so they never overwrite the
+    runs' own figures; returns the paths written."""
+    suffix = f".{summary.tag}" if getattr(summary, "tag", None) else ""
     panels = {}
     for row in summary.rows:
         key = (row["task"], row["model"], row["train_len"], row["protocol"], row["metric"])
@@ -28,12 +31,15 @@ def plot_sweep(summary, out_dir: str | Path, formats=("png", "pdf")) -> list[Pat
     for (task, model, train_len, protocol, metric), rows in panels.items():
         name = f"extrapolation_{metric}_{task}_{model}_len{train_len}"
         name += f"_{protocol}" if several_protocols else ""
+        name = safe_name(name) + suffix
         fig = plot_metric_vs_length(rows, title=f"{task} · {model} · {protocol}")
-        paths += save_figure(fig, Path(out_dir) / safe_name(name), formats)
+        paths += save_figure(fig, Path(out_dir) / name, formats)
     for metric in sorted({row["metric"] for row in summary.rows}):
         fig = plot_extrapolation_heatmap([r for r in summary.rows if r["metric"] == metric])
         if fig is not None:
-            paths += save_figure(fig, Path(out_dir) / f"heatmap_{safe_name(metric)}", formats)
+            paths += save_figure(
+                fig, Path(out_dir) / f"heatmap_{safe_name(metric)}{suffix}", formats
+            )
     return paths
 
 
