@@ -57,6 +57,7 @@ def test_each_run_of_a_sweep_process_ends_its_own_wandb_run(tmp_path, monkeypatc
 
     for variable in WANDB_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")  # whatever a test before left in this process
     for name in ("first", "second"):
         run(
             compose_train("logger=wandb", "data.len=4", "eval.factors=[1]"), run_dir=tmp_path / name

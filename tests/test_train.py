@@ -4,6 +4,7 @@ results file and leaves the original untouched; the default experiment learns (s
 from __future__ import annotations
 
 import json
+import os
 from contextlib import nullcontext
 
 import pytest
@@ -257,13 +258,15 @@ def test_runs_shorter_than_the_validation_interval_still_validate(tmp_path):
     assert set(results["validation"]) == {"val/loss", "val/accuracy", "val/exact_match"}
 
 
-def test_wandb_groups_the_runs_of_a_sweep(tmp_path):
+def test_wandb_groups_the_runs_of_a_sweep(tmp_path, monkeypatch):
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
 
     from helpers import CONFIG_DIR
     from lengen.loggers import wandb
 
+    # the logger keeps its mode in WANDB_MODE for the next run of a sweep: restore it afterwards
+    monkeypatch.setenv("WANDB_MODE", os.environ.get("WANDB_MODE", "offline"))
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose(
             "train",
