@@ -6,6 +6,7 @@
 # one torch thread each (scripts/lanes.sh); re-running fills in only what is missing. Then the
 # summary tables (exact match and per-token accuracy) and figures. docs/reproductions.md.
 #   bash scripts/reproduce_mcgill.sh [sweep dir]     (default results/multiruns/mcgill_small)
+#   TASKS="copy reverse" bash scripts/reproduce_mcgill.sh   (a subset of the tasks; LANES=N lanes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-.venv/bin/python}
