@@ -38,21 +38,22 @@ def short_context_loss(curve: list[float], n: int) -> float:
     return (sum(curve[: min(n, length)]) + max(0, n - length) * tail) / n
 
 
-def run_rows(run: Path, tag: str) -> dict[int, tuple[float, float, float | None]] | None:
-    """{n: (nonoverlap loss, short-context loss, tagged loss)} for one run, None if not text."""
-    record = json.loads((run / "results.json").read_text())
+def run_rows(run: Path, tag: str) -> tuple[str, dict[int, tuple]] | None:
+    """(pe, {n: (nonoverlap loss, short-context loss, tagged loss)}) for one run, None if it
+    has no nonoverlap loss-by-position record (tasks, sliding runs)."""
     positions = run / "loss_by_position.json"
     if not positions.exists():  # written by language-modelling runs only
         return None
     by_position = json.loads(positions.read_text())
     if by_position["protocol"] != "nonoverlap":
         return None
+    record = json.loads((run / "results.json").read_text())
     curve = by_position["lengths"][str(record["train_len"])]["loss"]
     tagged_file = run / f"results.{tag}.json"
     tagged = {}
     if tagged_file.exists():
         tagged = {row["length"]: row["loss"] for row in json.loads(tagged_file.read_text())["eval"]}
-    return {
+    return record["pe"], {
         row["length"]: (
             row["loss"],
             short_context_loss(curve, row["length"]),
@@ -69,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     by_pe: dict[str, list[dict]] = defaultdict(list)
     for results in sorted(args.folder.glob("*/results.json")):
-        rows = run_rows(results.parent, args.tag)
-        if rows is not None:
-            by_pe[json.loads(results.read_text())["pe"]].append(rows)
+        found = run_rows(results.parent, args.tag)
+        if found is not None:
+            by_pe[found[0]].append(found[1])
     if not by_pe:
         print(f"{args.folder}: no language-modelling runs with loss_by_position.json")
         return 1
