@@ -26,8 +26,5 @@ for task in even_pairs cycle_navigation reverse; do  # a task's runs finish toge
         done
     done
 done | bash scripts/lanes.sh "$sweep" experiment=chomsky_small
-"$python" scripts/aggregate.py "$sweep" --metric accuracy
-for file in summary.md summary.csv ranking.csv; do mv "$sweep/$file" "$sweep/${file%.*}.accuracy.${file##*.}"; done
-"$python" scripts/aggregate.py "$sweep" --metric exact_match
-"$python" scripts/plot.py "$sweep" --metric exact_match
+bash scripts/summarize_tasks.sh "$sweep"  # tables (exact match; per token: *.accuracy.*), figures
 "$python" scripts/chomsky_scores.py "$sweep"

@@ -9,15 +9,10 @@
 #   TASKS="copy reverse" bash scripts/reproduce_mcgill.sh   (a subset of the tasks; LANES=N lanes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python=${PYTHON:-.venv/bin/python}
 sweep=${1:-results/multiruns/mcgill_small}
 for task in ${TASKS:-copy reverse addition}; do
     for seed in 0 1 2; do
         for pe in nope t5 alibi rope sinusoidal; do echo "data=$task pe=$pe seed=$seed"; done
     done
 done | bash scripts/lanes.sh "$sweep" experiment=mcgill_small
-# per-token accuracy beside the headline: its tables under *.accuracy.*, then exact match
-"$python" scripts/aggregate.py "$sweep" --metric accuracy
-for file in summary.md summary.csv ranking.csv; do mv "$sweep/$file" "$sweep/${file%.*}.accuracy.${file##*.}"; done
-"$python" scripts/aggregate.py "$sweep" --metric exact_match
-"$python" scripts/plot.py "$sweep" --metric exact_match
+bash scripts/summarize_tasks.sh "$sweep"  # tables (exact match; per token: *.accuracy.*), figures
