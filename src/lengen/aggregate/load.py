@@ -84,21 +84,9 @@ def config_hash(config: dict, ignored: tuple[str, ...] = IGNORED_KEYS, *, _depth
 def read_config(path: Path) -> dict:
     import yaml  # here: importing the package stays fast
 
-    with open(path) as handle:
-        config = yaml.safe_load(handle)
-    if not isinstance(config, dict):
+    if not isinstance(config := yaml.safe_load(path.read_text()), dict):
         raise ValueError(f"{path.name} is not a mapping")
     return config
-
-
-def apply_overrides(config: dict, overrides: list[str]) -> dict:
-    """The config as ``eval.py`` saw it: ``key=value`` overrides merged in (OmegaConf rules)."""
-    if not overrides:
-        return config
-    from omegaconf import OmegaConf
-
-    merged = OmegaConf.merge(OmegaConf.create(config), OmegaConf.from_dotlist(list(overrides)))
-    return OmegaConf.to_container(merged, resolve=True)
 
 
 @dataclass
@@ -115,42 +103,36 @@ class Run:
     id_accuracy: float | None = None  # accuracy at the training length, in distribution
     learned: bool | None = None  # None: could not be checked (no accuracy at the train length)
 
-    def describe(self) -> dict:
-        """pe, task, model, train_len, seed from results.json, else from config.yaml."""
-        if self.results is not None:
-            return {name: self.results.get(name) for name in DESCRIBED}
-        flat = flatten(self.config or {})
-        return {name: flat.get(key) for name, key in DESCRIBED.items()}
-
     @property
     def criterion(self) -> dict:
         """results.json's ``criterion`` ({} for runs trained for a fixed number of steps)."""
         return (self.results or {}).get("criterion") or {}
 
     @property
-    def table_status(self) -> str:
-        """The status in runs.csv and load_sweep: ok, not_learned, failed, duplicate, excluded."""
-        return "not_learned" if self.status == "ok" and self.learned is False else self.status
+    def record(self) -> dict:
+        """The run's line of runs.csv (and the first columns of load_sweep): status not_learned
+        for an ok run that did not learn; pe, task, model, train_len, seed from results.json,
+        else from config.yaml."""
+        if self.results is not None:
+            described = {name: self.results.get(name) for name in DESCRIBED}
+        else:
+            flat = flatten(self.config or {})
+            described = {name: flat.get(key) for name, key in DESCRIBED.items()}
+        status = "not_learned" if self.status == "ok" and self.learned is False else self.status
+        return {
+            "run_dir": self.name,
+            "status": status,
+            "reason": self.reason,
+            "config_hash": (self.config_hash or "")[:10] or None,
+            **described,
+            "id_accuracy": self.id_accuracy,
+            "criterion_reached": self.criterion.get("reached"),
+            "reached_at_step": self.criterion.get("reached_at_step"),
+        }
 
     def fail(self, reason: str) -> Run:
         self.status, self.reason = "failed", reason
         return self
-
-
-def find_run_dirs(folder: Path) -> tuple[list[Path], list[Path]]:
-    """(run directories, directories with results*.json but no config.yaml), sorted.
-
-    A run directory is not searched further (its .hydra/ and wandb/ hold config.yaml files of
-    their own); hidden directories are skipped."""
-    runs, orphans = [], []
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        if CONFIG_NAME in files:
-            runs.append(Path(root))
-            dirs[:] = []
-        elif any(f.startswith("results.") and f.endswith(".json") for f in files):
-            orphans.append(Path(root))
-    return sorted(runs), sorted(orphans)
 
 
 def load_run(run: Run, tag: str | None, min_accuracy: float) -> Run:
@@ -180,10 +162,15 @@ def load_run(run: Run, tag: str | None, min_accuracy: float) -> Run:
         with contextlib.suppress(OSError, ValueError):
             own = load_results(run.path / results_name())
             trained = trained if schema_problems(own) else own
-        try:
-            run.config = apply_overrides(run.config, results.get("overrides") or [])
-        except Exception as error:
-            return run.fail(f"cannot apply the tag's overrides ({error})")
+        if overrides := results.get("overrides"):  # the config as eval.py saw it
+            from omegaconf import OmegaConf
+
+            try:
+                config = OmegaConf.create(run.config)
+                merged = OmegaConf.merge(config, OmegaConf.from_dotlist(list(overrides)))
+                run.config = OmegaConf.to_container(merged, resolve=True)
+            except Exception as error:
+                return run.fail(f"cannot apply the tag's overrides ({error})")
     run.config_hash = config_hash(run.config)
     run.id_accuracy = in_distribution_accuracy(trained)
     if run.id_accuracy is not None:
@@ -192,29 +179,36 @@ def load_run(run: Run, tag: str | None, min_accuracy: float) -> Run:
 
 
 def load_runs(
-    folder: Path,
-    tag: str | None = None,
-    min_accuracy: float = LEARNED_ACCURACY,
-    reached_criterion: bool = False,
+    folder: str | Path, tag: str | None, min_accuracy: float, reached_criterion: bool = False
 ) -> list[Run]:
-    """Every run directory below ``folder`` (then the orphans), duplicates marked; with
-    ``reached_criterion``, runs whose criterion was not reached (or that had none) excluded."""
-    run_dirs, orphans = find_run_dirs(folder)
-    name = {path: path.relative_to(folder).as_posix() for path in run_dirs + orphans}  # folder: "."
-    runs = [load_run(Run(path, name[path]), tag, min_accuracy) for path in run_dirs]
-    runs += [Run(path, name[path]).fail("results without config.yaml") for path in orphans]
+    """Every run directory below ``folder`` (sorted), then the directories with results*.json
+    but no config.yaml (failed); duplicates marked; with ``reached_criterion``, runs whose
+    criterion was not reached (or that had none) excluded. A run directory is not searched
+    further (its .hydra/ and wandb/ hold config.yaml files of their own); hidden directories
+    are skipped."""
+    if not (folder := Path(folder)).is_dir():
+        raise FileNotFoundError(f"{folder}: not a directory")
+    runs, orphans = [], []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        run = Run(Path(root), Path(root).relative_to(folder).as_posix())  # the folder: "."
+        if CONFIG_NAME in files:
+            runs.append(run)
+            dirs[:] = []
+        elif any(f.startswith("results.") and f.endswith(".json") for f in files):
+            orphans.append(run.fail("results without config.yaml"))
+    runs = [load_run(run, tag, min_accuracy) for run in sorted(runs, key=lambda r: r.path)]
+    runs += sorted(orphans, key=lambda run: run.path)
     for run in runs:
         if reached_criterion and run.status == "ok" and not run.criterion.get("reached"):
             run.status = "excluded"
             run.reason = "criterion not reached" if run.criterion else "trained without a criterion"
-    seen = {}
+    counted = {}  # (configuration, seed) -> the run counted: the first by name
     for run in sorted((r for r in runs if r.status == "ok"), key=lambda r: r.name):
-        key = (run.config_hash, run.results["seed"])
-        if key in seen:
+        first = counted.setdefault((run.config_hash, run.results["seed"]), run.name)
+        if first != run.name:
             run.status = "duplicate"
-            run.reason = f"same configuration and seed as {seen[key]}; not counted"
-        else:
-            seen[key] = run.name
+            run.reason = f"same configuration and seed as {first}; not counted"
     return runs
 
 
@@ -227,22 +221,12 @@ def load_sweep(
     ``reached_at_step`` (None without a criterion), every ``config.yaml`` key dotted
     (``pe.name``; with ``tag``, the overrides applied), every results-row field (the schema's
     always). Nothing is averaged or dropped (docs/analysis.md)."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: not a directory")
     head_keys = ["run_dir", "seed", "status", "reason", "config_hash"]
     head_keys += ["criterion_reached", "reached_at_step"]
     records, config_keys, result_keys = [], {}, dict.fromkeys(ROW_KEYS)  # dicts: ordered sets
     for run in load_runs(folder, tag, min_accuracy):
-        head = {
-            "run_dir": run.name,
-            "seed": run.describe()["seed"],
-            "status": run.table_status,
-            "reason": run.reason,
-            "config_hash": (run.config_hash or "")[:10] or None,
-            "criterion_reached": run.criterion.get("reached"),
-            "reached_at_step": run.criterion.get("reached_at_step"),
-        }
+        record = run.record
+        head = {key: record[key] for key in head_keys}
         flat = {k: v for k, v in flatten(run.config or {}).items() if k not in head_keys}
         rows = run.results["eval"] if run.results else [{}]
         config_keys |= dict.fromkeys(flat)

@@ -3,7 +3,7 @@ and the command line behind ``scripts/aggregate.py``. Nothing is computed here (
 
 from __future__ import annotations
 
-import math
+import argparse
 import sys
 from pathlib import Path
 
@@ -22,6 +22,18 @@ from lengen.results import (
 
 RUN_COLUMNS = ("run_dir", "status", "reason", "config_hash", *DESCRIBED, "id_accuracy")
 RUN_COLUMNS += ("criterion_reached", "reached_at_step")
+#: the rules summary.md states under Settings (``{ignored}``: the keys a configuration ignores)
+RULES = """\
+- Statistics over training seeds per configuration × length × protocol: mean, sample standard \
+deviation (ddof = 1) and the 95% CI, Student t, n−1 degrees of freedom: mean ± t_{{0.975, n−1}} · \
+std / √n. Tables show mean ± CI half-width. With one seed (n=1) there is no std and no CI. CIs \
+are not clipped to [0, 1]. They describe variation over training seeds on the fixed evaluation \
+set, not the sampling error of that set (`n_examples` per length in summary.csv).
+- `best_of_seeds` (summary.csv): the best seed (max for accuracy / exact match, min for loss / \
+ppl), for comparison with papers that report maxima; not an estimate of expected performance.
+- Configuration = hash of the resolved config.yaml without {ignored}; runs that differ in \
+anything else are never averaged together. Keys that set configurations apart within a table \
+are listed under *settings*."""
 RANKING = """\
 ## Ranking of positional encodings (mean reciprocal rank)
 
@@ -40,19 +52,6 @@ MARKS = {
 }
 
 
-def run_table(summary: Summary, status: str | None = None) -> list[dict]:
-    """One dict per run directory found (runs.csv), or per run with that runs.csv ``status``."""
-    return [
-        {"run_dir": run.name, "status": run.table_status, "reason": run.reason}
-        | {"config_hash": (run.config_hash or "")[:10], "id_accuracy": run.id_accuracy}
-        | run.describe()
-        | {"criterion_reached": run.criterion.get("reached")}
-        | {"reached_at_step": run.criterion.get("reached_at_step")}
-        for run in summary.runs
-        if status in (None, run.table_status)
-    ]
-
-
 def write_outputs(summary: Summary, out_dir: str | Path | None = None) -> list[Path]:
     """summary.csv, summary.md, ranking.csv, failed.csv and runs.csv (``.<tag>`` inserted
     before the extension with a tag), written atomically; returns the paths. In the CSV files
@@ -61,8 +60,8 @@ def write_outputs(summary: Summary, out_dir: str | Path | None = None) -> list[P
         "summary.csv": (summary.rows, SUMMARY_COLUMNS),
         "summary.md": format_markdown(summary),
         "ranking.csv": (summary.ranking + summary.left_out, RANKING_COLUMNS),
-        "failed.csv": (run_table(summary, "failed"), RUN_COLUMNS),
-        "runs.csv": (run_table(summary), RUN_COLUMNS),
+        "failed.csv": ([run.record for run in summary.failed], RUN_COLUMNS),
+        "runs.csv": ([run.record for run in summary.runs], RUN_COLUMNS),
     }
     paths = []
     for name, table in tables.items():
@@ -104,10 +103,9 @@ def warnings_for(summary: Summary) -> list[str]:
 
 # -- summary.md --------------------------------------------------------------------------------
 def _fmt(value, metric: str) -> str:
+    """– for None; 3 decimals for accuracy and exact match, 4 significant digits otherwise."""
     if value is None:
         return "–"
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
     return f"{value:.3f}" if metric in ("accuracy", "exact_match") else f"{value:.4g}"
 
 
@@ -135,9 +133,8 @@ def _panel(frame: pd.DataFrame) -> list[str]:
     in_dist = set(frame.loc[frame["in_distribution"].astype(bool), "length"])
     header = ["pe", "settings", "n"]
     for length in lengths:
-        note = (f"{length / train_len:g}×" if train_len else "") + (
-            ", in-dist" if length in in_dist else ""
-        )
+        note = f"{length / train_len:g}×" if train_len else ""
+        note += ", in-dist" if length in in_dist else ""
         header.append(f"{length} ({note})" if note else str(length))
     body = []
     for (pe, settings, _), config in frame.groupby(
@@ -167,30 +164,17 @@ def _settings_section(summary: Summary) -> list[str]:
     metric, excluded = summary.metric, len(summary.excluded)
     fallback = f" ({LM_FALLBACK_METRIC} on language-modelling rows, where {metric} is null)"
     no_criterion = sum(not run.criterion for run in summary.excluded)
+    kept = "**kept** in the statistics and marked †"
+    if summary.exclude_not_learned:
+        kept = "**excluded** from the statistics (n counts the others)"
     lines = [
         "## Settings",
         "",
         f"- Metric: `{metric}`{fallback if METRIC_DIRECTIONS[metric] else ''}; "
         f"source files: `{results_name(summary.tag)}`.",
-        "- Statistics over training seeds per configuration × length × protocol: mean, sample "
-        "standard deviation (ddof = 1) and the 95% CI, Student t, n−1 degrees of freedom: mean ± "
-        "t_{0.975, n−1} · std / √n. Tables show mean ± CI half-width. With one seed (n=1) there "
-        "is no std and no CI. CIs are not clipped to [0, 1]. They describe variation over "
-        "training seeds on the fixed evaluation set, not the sampling error of that set "
-        "(`n_examples` per length in summary.csv).",
-        "- `best_of_seeds` (summary.csv): the best seed (max for accuracy / exact match, min for "
-        "loss / ppl), for comparison with papers that report maxima; not an estimate of "
-        "expected performance.",
-        "- Configuration = hash of the resolved config.yaml without "
-        + ", ".join(f"`{k}`" for k in IGNORED_KEYS)
-        + "; runs that differ in anything else are never averaged together. Keys that set "
-        "configurations apart within a table are listed under *settings*.",
+        *RULES.format(ignored=", ".join(f"`{k}`" for k in IGNORED_KEYS)).splitlines(),
         f"- Not learned: per-token accuracy at the training length < {summary.min_accuracy:g}. "
-        + (
-            "Such runs are **excluded** from the statistics (n counts the others)."
-            if summary.exclude_not_learned
-            else "Such runs are **kept** in the statistics and marked †."
-        ),
+        f"Such runs are {kept}.",
     ]
     if summary.reached_criterion:
         lines.append(
@@ -198,11 +182,11 @@ def _settings_section(summary: Summary) -> list[str]:
             f"aggregated; {excluded} run(s) excluded ({no_criterion} trained without a "
             f"criterion, {excluded - no_criterion} that did not reach it)."
         )
-    lines += [
+    lines.append(
         f"- Runs: {len(summary.runs)} found, {len(summary.aggregated)} aggregated, "
         f"{len(summary.failed)} failed or missing, {len(summary.duplicates)} duplicates not "
-        f"counted, {len(summary.not_learned)} did not learn.",
-    ]
+        f"counted, {len(summary.not_learned)} did not learn."
+    )
     if summary.ignored_tag_files:
         lines.append(
             f"- {len(summary.ignored_tag_files)} re-evaluation file(s) (`results.<tag>.json`) "
@@ -253,14 +237,13 @@ def _ranking_section(summary: Summary) -> list[str]:
     return lines
 
 
-def _run_list(summary: Summary, status: str, columns: dict[str, str]) -> list[str]:
-    """The runs with a runs.csv ``status`` as a table (``columns`` -> header), or None."""
-    runs = run_table(summary, status)
-    for row in runs:
-        if row["id_accuracy"] is not None:
-            row["id_accuracy"] = f"{row['id_accuracy']:.3f}"
-    body = [[row[key] for key in columns] for row in runs]
-    return _md_table(list(columns.values()), body) if runs else ["None.", ""]
+def _run_list(runs: list, columns: dict[str, str]) -> list[str]:
+    """``runs`` as a table (their runs.csv ``columns`` -> header), or "None."."""
+    body = [
+        [f"{record[key]:.3f}" if key == "id_accuracy" else record[key] for key in columns]
+        for record in (run.record for run in runs)
+    ]
+    return _md_table(list(columns.values()), body) if body else ["None.", ""]
 
 
 def format_markdown(summary: Summary) -> str:
@@ -268,20 +251,19 @@ def format_markdown(summary: Summary) -> str:
     lines = [f"# Results summary: `{summary.folder}`", "", *_settings_section(summary)]
     lines += [*_results_section(summary), *_ranking_section(summary)]
     lines += [f"## Runs that did not learn in distribution (accuracy < {summary.min_accuracy:g})"]
-    columns = {"run_dir": "run", **dict(zip(DESCRIBED, DESCRIBED, strict=True))}
-    columns |= {"id_accuracy": "accuracy at train_len"}
-    lines += ["", *_run_list(summary, "not_learned", columns)]
-    if unchecked := [r for r in summary.aggregated if r.learned is None]:
-        lines += [
-            "Not checked (no accuracy at the training length, e.g. language modelling): "
-            f"{len(unchecked)} run(s).",
-            "",
-        ]
+    columns = {"run_dir": "run", **{key: key for key in DESCRIBED}}
+    lines += [
+        "",
+        *_run_list(summary.not_learned, columns | {"id_accuracy": "accuracy at train_len"}),
+    ]
+    if unchecked := sum(run.learned is None for run in summary.aggregated):
+        note = "Not checked (no accuracy at the training length, e.g. language modelling)"
+        lines += [f"{note}: {unchecked} run(s).", ""]
     columns = {"run_dir": "run", "pe": "pe", "task": "task", "seed": "seed", "reason": "reason"}
-    lines += ["## Failed or missing runs", "", *_run_list(summary, "failed", columns)]
+    lines += ["## Failed or missing runs", "", *_run_list(summary.failed, columns)]
     if summary.duplicates:
         lines += ["## Duplicate runs (not counted)", ""]
-        lines += _run_list(summary, "duplicate", {"run_dir": "run", "reason": "reason"})
+        lines += _run_list(summary.duplicates, {"run_dir": "run", "reason": "reason"})
     if summary.ignored_tag_files:
         lines += ["## Re-evaluation files not included", ""]
         lines += [*(f"- `{name}`" for name in summary.ignored_tag_files), ""]
@@ -289,42 +271,34 @@ def format_markdown(summary: Summary) -> str:
 
 
 # -- command line ------------------------------------------------------------------------------
-#: the options aggregate.py and plot.py share: which metric, runs and result files
+#: the options aggregate.py and plot.py share (which metric, runs and result files) -> argparse
 SELECTION = {
-    "--metric": dict(
-        default="exact_match",
-        choices=list(METRIC_DIRECTIONS),
-        help="metric to summarise (default exact_match: the whole answer right, what the papers "
-        "compare; accuracy: per-token accuracy; ppl stands in on language-modelling rows, where "
-        "accuracy / exact_match are null)",
-    ),
-    "--min-accuracy": dict(
-        type=float,
-        default=LEARNED_ACCURACY,
-        help="flag runs whose per-token accuracy at the training length is below this (default "
-        f"{LEARNED_ACCURACY}); comparisons in which no run of any PE reaches it are not ranked",
-    ),
-    "--exclude-not-learned": dict(
-        action="store_true",
-        help="leave flagged runs out of the statistics (default: keep and flag them)",
-    ),
-    "--reached-criterion": dict(
-        action="store_true",
-        help="aggregate only runs trained to a criterion (trainer.criterion_target) that reached "
-        "it; the others are counted in summary.md",
-    ),
-    "--tag": dict(
-        default=None,
-        help="aggregate the re-evaluations results.<tag>.json instead of results.json "
-        "(outputs get .<tag> before their extension)",
-    ),
+    "--metric": dict(default="exact_match", choices=list(METRIC_DIRECTIONS)),
+    "--min-accuracy": dict(type=float, default=LEARNED_ACCURACY),
+    "--exclude-not-learned": dict(action="store_true"),
+    "--reached-criterion": dict(action="store_true"),
+    "--tag": dict(default=None),
+}
+HELP = {
+    "--metric": "metric to summarise (default exact_match: the whole answer right, what the "
+    "papers compare; accuracy: per-token accuracy; ppl stands in on language-modelling rows, "
+    "where accuracy / exact_match are null)",
+    "--min-accuracy": "flag runs whose per-token accuracy at the training length is below this "
+    f"(default {LEARNED_ACCURACY}); comparisons in which no run of any PE reaches it are not "
+    "ranked",
+    "--exclude-not-learned": "leave flagged runs out of the statistics (default: keep and flag "
+    "them)",
+    "--reached-criterion": "aggregate only runs trained to a criterion "
+    "(trainer.criterion_target) that reached it; the others are counted in summary.md",
+    "--tag": "aggregate the re-evaluations results.<tag>.json instead of results.json (outputs "
+    "get .<tag> before their extension)",
 }
 
 
 def add_selection_arguments(parser) -> None:
     """The options aggregate.py and plot.py share (``SELECTION``)."""
     for flag, options in SELECTION.items():
-        parser.add_argument(flag, **options)
+        parser.add_argument(flag, help=HELP[flag], **options)
 
 
 def summary_from_arguments(args) -> Summary | None:
@@ -339,8 +313,6 @@ def summary_from_arguments(args) -> Summary | None:
 
 def main(argv: list[str] | None = None) -> int:
     """The CLI behind scripts/aggregate.py."""
-    import argparse
-
     parser = argparse.ArgumentParser(
         prog="aggregate.py",
         description="Summarise a sweep folder: summary.csv, summary.md, ranking.csv, "
