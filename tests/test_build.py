@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from helpers import compose_train
-from lengen.build import build, shapes_only
+from lengen.build import build, check_components, shapes_only
 from lengen.checks import ConfigError
 
 
@@ -58,3 +59,65 @@ def test_a_meta_build_does_not_import_torch_dynamo():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+# -- check_components: every shipped component's checks, without torch ---------------------
+#: command lines refused by a component's own check (data source, encoding, model)
+COMPONENT_REFUSALS = [
+    (("pe=cope", "model=encoder"), "pe: CoPE is defined for causal attention only"),
+    (("pe=xpos", "model=encoder_decoder"), "pe: XPos is defined for causal attention only"),
+    (("pe=learned", "pe.policy=error"), "pe.policy=error: evaluation needs 257 positions"),
+    (("pe.randomized=true",), "pe.max_position must be an integer >= 257"),
+    (("pe=rope", "pe.base=0.5"), "pe.base must be > 1"),
+    (("data.task.n_symbols=1",), "data.task.n_symbols must be an integer >= 2"),
+    (("data=grid_locate", "model=encoder", "pe=t5"), "pe: T5RelativeBias has no form for"),
+    (("data=grid_locate",), "model=decoder: task grid_locate has positions on 2 axes"),
+    (("data.min_len=0",), "data.min_len must be a positive integer"),
+    (("data=shapes", "model=encoder", "data.len=17"), "data.len must be a multiple of"),
+    (("model.attention=xformers",), "model.attention must be one of auto, flex"),
+    (("model=encoder_decoder", "+model.n_decoder_layers=0"), "model.n_decoder_layers must be"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "expected"), COMPONENT_REFUSALS, ids=str)
+def test_check_components_refuses_what_the_build_refuses(overrides, expected):
+    cfg = compose_train(*overrides)
+    for check in (check_components, lambda cfg: build(cfg, meta=True)):
+        with pytest.raises(ConfigError, match=f"^{re.escape(expected)}"):
+            check(cfg)
+
+
+def test_component_refusals_import_no_torch():
+    """Each refusal of the table, in one fresh interpreter: torch is never loaded."""
+    code = (
+        "import sys; from helpers import compose_train; from lengen.build import "
+        "check_components; from lengen.lazy import is_loaded\n"
+        f"for overrides, _ in {COMPONENT_REFUSALS!r}:\n"
+        "    try:\n"
+        "        check_components(compose_train(*overrides))\n"
+        "    except ValueError:\n"
+        "        pass\n"
+        "    print(overrides, is_loaded('torch'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": "tests"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == len(COMPONENT_REFUSALS)
+    assert [line for line in lines if line.endswith("True")] == []
+
+
+@pytest.mark.parametrize(
+    "overrides", [(), ("pe=learned", "model=encoder_decoder"), ("data=shapes", "model=encoder")]
+)
+def test_check_components_covers_lengens_own_components(overrides):
+    assert check_components(compose_train(*overrides)) is True
+
+
+def test_check_components_leaves_the_flex_kernel_to_the_build():
+    assert check_components(compose_train("model.attention=flex")) is False

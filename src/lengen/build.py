@@ -39,50 +39,110 @@ def instantiate_named(node: DictConfig, **kwargs):
 
 
 def model_kind(cfg: DictConfig) -> str:
-    from hydra.utils import get_class
+    """``decoder``, ``encoder`` or ``encoder_decoder``: read without torch for lengen's models
+    (``lengen.model.options``), from the class for a model of the user's."""
+    from lengen.model.options import kind_of
 
-    return get_class(cfg.model._target_).kind
+    kind = kind_of(cfg.model._target_)
+    if kind is None:
+        from hydra.utils import get_class
+
+        kind = get_class(cfg.model._target_).kind
+    return kind
+
+
+@contextlib.contextmanager
+def user_errors():
+    """A component's own check fails with a ValueError naming its key (Hydra's instantiate may
+    wrap it): re-raised as the ConfigError the entry points print in one line."""
+    try:
+        yield
+    except Exception as error:
+        cause = _user_error(error)
+        if cause is None:
+            raise
+        raise ConfigError(str(cause)) from None
+
+
+def build_data(cfg: DictConfig):
+    """The data source, built and checked against the evaluation lengths, without torch ->
+    (data source, eval lengths, what the encoding is told of the run's positions).
+
+    The PE's keywords: the positions of training and of the longest evaluation (table-based
+    encodings size themselves from them); grids add ``axes`` and the extents are per axis,
+    while sequences pass no axes keyword, so their PE is built exactly as before."""
+    lengths = eval_lengths(cfg)
+    data = instantiate_named(
+        cfg.data,
+        model_kind=model_kind(cfg),
+        seed=cfg.seed,
+        eval_seed=cfg.eval.seed,
+        # tasks' curricula (regular_increase) need the horizon; text data takes no such key
+        **({"max_steps": cfg.trainer.max_steps} if "curriculum" in cfg.data else {}),
+    )
+    data.check_eval_lengths(lengths)
+    positions = dict(
+        train_positions=data.max_position(data.train_len),
+        max_positions=max(data.max_position(length) for length in lengths),
+        **({"axes": data.axes} if data.axes > 1 else {}),
+    )
+    return data, lengths, positions
 
 
 def build(cfg: DictConfig, *, meta: bool = False):
     """Data and model from a config -> (data source, model, eval lengths).
 
     The PE is wired in here, visibly: the pe yaml gives a partial; the run adds what the
-    table-based encodings need to know about lengths; the model supplies its sizes.
-    ``meta=True`` builds the model for its checks only (``shapes_only``: layer weights on the
-    meta device, no initialisers): every component's own checks run, at any model size, in
-    well under a second.
+    table-based encodings need to know about lengths (``build_data``); the model supplies its
+    sizes. ``meta=True`` builds the model for its checks only (``shapes_only``: layer weights
+    on the meta device, no initialisers), for components ``check_components`` does not know.
     """
     import torch
 
-    lengths = eval_lengths(cfg)
-    try:
-        data = instantiate_named(
-            cfg.data,
-            model_kind=model_kind(cfg),
-            seed=cfg.seed,
-            eval_seed=cfg.eval.seed,
-            # tasks' curricula (regular_increase) need the horizon; text data takes no such key
-            **({"max_steps": cfg.trainer.max_steps} if "curriculum" in cfg.data else {}),
-        )
-        data.check_eval_lengths(lengths)
-        # grids: positions have data.axes axes and the extents are per axis; sequences pass
-        # no axes keyword, so their PE is built exactly as before
-        pe = functools.partial(
-            instantiate_named(cfg.pe),
-            train_positions=data.max_position(data.train_len),
-            max_positions=max(data.max_position(length) for length in lengths),
-            **({"axes": data.axes} if data.axes > 1 else {}),
-        )
+    with user_errors():
+        data, lengths, positions = build_data(cfg)
+        data.check_sampling()
+        pe = functools.partial(instantiate_named(cfg.pe), **positions)
         torch.manual_seed(cfg.seed)
         with shapes_only() if meta else contextlib.nullcontext():
             model = instantiate_named(cfg.model, pe=pe, vocab_size=data.vocab_size)
-    except Exception as error:  # the components' own checks name the key
-        cause = _user_error(error)
-        if cause is None:
-            raise
-        raise ConfigError(str(cause)) from None
     return data, model, lengths
+
+
+def check_components(cfg: DictConfig) -> bool:
+    """Every component's own checks of a config, before a run directory exists: the data
+    source's, then the model's and the encoding's (``lengen.model.options``,
+    ``lengen.pe.options``) without importing torch, so a refusal takes well under 2 s; then
+    drawing a few training instances (``check_sampling``, which imports torch). A source that
+    is not cheap to build (text reads its corpus) is not built: its keys are checked by
+    ``validate`` and the encoding learns its positions from ``planned_positions``. Raises
+    ConfigError naming the key. -> True when this covered the config; False when a component
+    is not lengen's (a user's encoding or model, which its constructor checks) or the kernel
+    option is ``flex`` (its policy reads the built encoding): ``build(cfg, meta=True)`` then
+    runs their checks."""
+    from hydra.utils import get_class
+
+    from lengen.model.options import STACKS, check_model, kind_of
+    from lengen.pe.options import check_encoding
+
+    model = cfg.model
+    with user_errors():
+        data, positions = (
+            None,
+            get_class(cfg.data._target_).planned_positions(cfg, eval_lengths(cfg)),
+        )
+        if positions is None:
+            data, _, positions = build_data(cfg)
+        check_model(model)
+        node = OmegaConf.to_container(cfg.pe, resolve=True)
+        sizes = dict(d_model=model.d_model, n_heads=model.n_heads, n_layers=model.n_layers)
+        known = [
+            check_encoding(node, causal=causal, **sizes, **positions)
+            for causal in STACKS.get(model_kind(cfg), ())
+        ]
+        if data is not None:
+            data.check_sampling()
+    return all(known) and kind_of(model._target_) is not None and model.get("attention") != "flex"
 
 
 #: initialisers with nothing to compute on the meta device (``torch.nn.init`` and in-place
@@ -161,25 +221,43 @@ def check_resources(cfg: DictConfig) -> None:
     check_memory(cfg)
 
 
-def check_devices(cfg: DictConfig) -> None:
-    """A GPU asked for where there is none: say so now, not in Lightning's words later."""
+def cuda_available() -> bool:
+    """``torch.cuda.is_available()``, without importing torch where no GPU device node exists
+    (NVIDIA's, AMD's ROCm or WSL's), where the answer is False: a refusal stays fast."""
+    import os
+
+    if not any(
+        os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+    ):
+        return False
     import torch
 
-    if str(cfg.trainer.accelerator) in ("gpu", "cuda") and not torch.cuda.is_available():
+    return torch.cuda.is_available()
+
+
+def check_devices(cfg: DictConfig) -> None:
+    """A GPU asked for where there is none: say so now, not in Lightning's words later."""
+    accelerator = str(cfg.trainer.accelerator)
+    if accelerator in ("gpu", "cuda") and not cuda_available():
         raise ConfigError(
             f"trainer.accelerator={cfg.trainer.accelerator}: no CUDA GPU is visible here; "
             f"allowed: cpu, or auto (the GPU when there is one)"
         )
-    if str(cfg.trainer.accelerator) == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError("trainer.accelerator=mps: MPS is not available here; allowed: cpu, auto")
+    if accelerator == "mps":
+        import torch
+
+        if not torch.backends.mps.is_available():
+            raise ConfigError(
+                "trainer.accelerator=mps: MPS is not available here; allowed: cpu, auto"
+            )
 
 
 def available_memory(cfg: DictConfig) -> tuple[int, str]:
     """(bytes, where) the run can use: the GPU's total memory where it trains on one, else the
     memory Linux reports available (MemAvailable); (0, "") when unknown."""
-    import torch
+    if str(cfg.trainer.accelerator) in ("gpu", "cuda", "auto") and cuda_available():
+        import torch
 
-    if str(cfg.trainer.accelerator) in ("gpu", "cuda", "auto") and torch.cuda.is_available():
         return torch.cuda.mem_get_info()[1], "GPU"
     try:
         with open("/proc/meminfo") as file:

@@ -130,12 +130,12 @@ class SweepReport(Callback):
 def precheck(arguments: Sequence[str]) -> int | None:
     """Everything a command line can be refused for, before Hydra writes anything (it creates
     the run directory and its log first): unknown groups and keys, every value (``validate``),
-    every component's own checks (data and model built, the model on the meta device), and the
-    run directory's rules. -> an exit status to stop with now (0: the run is already done), or
+    every component's own checks (``check_components``: without torch for lengen's own; others
+    built, the model on the meta device), and the run directory's rules. -> an exit status to stop with now (0: the run is already done), or
     None to go on. Raises ConfigError (one line naming the key)."""
     from hydra.utils import get_class
 
-    from lengen.build import build, check_resources
+    from lengen.build import build, check_components, check_resources
     from lengen.config import check_group_overrides, validate
     from lengen.rundir import RunDirectory, is_rank_zero
 
@@ -156,7 +156,9 @@ def precheck(arguments: Sequence[str]) -> int | None:
         directory.check_start(configs[0])
     for cfg in configs:
         check_resources(cfg)
-        if get_class(cfg.data._target_).cheap_to_build:  # text reads its corpus at run time
+        # a component of the user's: its constructor checks it (text reads its corpus at run
+        # time, so the build checks it then)
+        if not check_components(cfg) and get_class(cfg.data._target_).cheap_to_build:
             build(cfg, meta=True)
     return None
 

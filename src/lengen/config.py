@@ -1,9 +1,9 @@
 """Validation of user input, before any heavy import.
 
 Every check raises ``ConfigError`` whose message starts with the offending key and what is
-allowed; the entry points print it on one line and exit with status 2, no traceback. Checks that
-need the components themselves (a PE's head-dimension rule, say) run when the run builds them,
-still before Lightning is imported and before anything is trained.
+allowed; the entry points print it on one line and exit with status 2, no traceback. The
+components' own checks (a PE's head-dimension rule, a task's alphabet) follow, still without
+torch (``lengen.build.check_components``), before anything is written.
 """
 
 from __future__ import annotations

@@ -69,12 +69,14 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
     validate(cfg)
     if not os.access(run_dir, os.W_OK):  # found now, not after the whole evaluation
         raise ConfigError(f"run={run_dir}: the directory is not writable; allowed: a writable run")
-    from lengen.build import build, check_resources
+    from lengen.build import build, check_components, check_resources
+
+    check_resources(cfg)
+    check_components(cfg)  # the encoding's and data's checks of the overrides, without torch
     from lengen.checkpoints import load_checkpoint, load_weights
     from lengen.rundir import RunDirectory
     from lengen.train import evaluate_and_write
 
-    check_resources(cfg)
     checkpoint = load_checkpoint(run_dir, "run")
     refusal = stored_config_refusal(run_dir, checkpoint)
     if refusal is not None:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
+from lengen.config import CONFIG_DIR
 from lengen.data.datamodule import (
     BOS,
     IGNORE,
@@ -15,6 +18,8 @@ from lengen.data.datamodule import (
     TaskData,
     format_batch,
     held_out,
+    max_position,
+    sequence_length,
 )
 from lengen.data.tasks import Copy, Reverse
 
@@ -120,6 +125,24 @@ def test_encoder_decoder_layout_shifts_the_target():
 )
 def test_max_position_per_kind(kind, expected):
     assert make(kind).max_position(128) == expected
+
+
+def task_yamls() -> list[str]:
+    return sorted(p.stem for p in CONFIG_DIR.joinpath("data").glob("*.yaml") if p.stem != "text")
+
+
+@pytest.mark.parametrize("name", task_yamls())
+def test_extent_is_what_format_lays_out(name):
+    """Sizes computed without a batch (``Task.extent``, no torch) equal the formatted batch's,
+    for every task, model kind and a few lengths."""
+    task = instantiate(OmegaConf.load(CONFIG_DIR / "data" / f"{name}.yaml").task)
+    for kind in task.model_kinds or MODEL_KINDS:
+        for length in (task.min_length, task.min_length + task.length_step, 4 * task.min_length):
+            inputs = torch.zeros(2, task.input_length(length), dtype=torch.long)
+            answers = torch.zeros(2, task.answer_length(length), dtype=torch.long)
+            batch = task.format(inputs, answers, kind)
+            expected = (max_position(batch), sequence_length(batch))
+            assert task.extent(length, kind) == expected, (kind, length)
 
 
 def test_bad_lengths_are_named():

@@ -20,7 +20,7 @@ from lengen.data.tasks import GridLocate, GridTranspose, Shapes, VolumeLocate
 from lengen.data.tasks.grids import SHAPE_CLASSES
 from lengen.evaluation.tasks import score_lengths
 from lengen.lit import shard
-from lengen.pe.base import GRID_ENCODINGS
+from lengen.pe.rules import GRID_ENCODINGS
 
 GRID_TASKS = ["grid_transpose", "grid_locate", "volume_locate", "shapes"]
 SIDES = [2, 3, 5, 8]

@@ -268,9 +268,10 @@ def test_no_held_out_string_at_a_length_names_the_key():
         data.val_batches()
 
 
-def test_lengths_whose_strings_are_all_held_out_are_refused_at_construction():
+def test_lengths_whose_strings_are_all_held_out_are_refused_by_check_sampling():
+    data = TaskData(task=OneString(2, reserved=True), len=2, min_len=2)  # no draw yet: no torch
     with pytest.raises(ValueError, match=r"^data\.min_len=2: no training instance of length 2"):
-        TaskData(task=OneString(2, reserved=True), len=2, min_len=2)
+        data.check_sampling()
 
 
 # -- curricula ------------------------------------------------------------------------------

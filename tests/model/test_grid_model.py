@@ -10,7 +10,7 @@ from helpers import pe_factory, textbook_attention
 from lengen.model import EncoderOnly
 from lengen.model.attention import attend, choose_kernel
 from lengen.pe import ALiBi, grid_positions
-from lengen.pe.base import GRID_ENCODINGS
+from lengen.pe.rules import GRID_ENCODINGS
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -9,7 +9,7 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from helpers import CONFIG_DIR, pe_factory, yaml_choices
-from lengen.pe.base import GRID_ENCODINGS
+from lengen.pe.rules import GRID_ENCODINGS
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

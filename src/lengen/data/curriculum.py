@@ -20,7 +20,7 @@ experiments/curriculum.py (Ruoss et al. 2023).
 
 from __future__ import annotations
 
-import torch
+from lengen.lazy import torch
 
 CURRICULA = ("uniform", "fixed", "regular_increase", "reverse_exponential")
 

@@ -15,9 +15,7 @@ from training at every length, and is identical for every PE, model and training
 from __future__ import annotations
 
 from collections.abc import Iterator
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from lengen.checks import positive_int
 from lengen.data.curriculum import check_curriculum, curriculum_length
@@ -34,6 +32,10 @@ from lengen.data.layout import (
 )
 from lengen.data.source import IGNORE, mix_seed
 from lengen.data.tasks import Task
+from lengen.lazy import torch
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = [
     "BOS",
@@ -103,6 +105,10 @@ class TaskData:
     def validate_config(cls, cfg) -> None:
         """Tasks check their keys when built (``__init__``, ``lengen.data.tasks``)."""
 
+    @classmethod
+    def planned_positions(cls, cfg, lengths: list[int]) -> None:
+        """Cheap to build: ``lengen.build`` builds it to know its positions."""
+
     def __init__(
         self,
         *,
@@ -156,7 +162,6 @@ class TaskData:
         self.curriculum = curriculum
         self.curriculum_tau = curriculum_tau
         self.max_steps = max_steps
-        self._check_short_lengths()
 
     def check_eval_lengths(self, lengths: list[int]) -> None:
         for length in lengths:
@@ -181,20 +186,14 @@ class TaskData:
         """inputs (B, n), answers (B, m) as symbols -> the model's batch for this model kind."""
         return self.task.format(inputs, answers, self.model_kind)
 
-    def _probe(self, length: int) -> dict:
-        """The formatted batch of one all-zero instance of this length (its shapes only)."""
-        inputs = torch.zeros(1, self.task.input_length(length), dtype=torch.long)
-        answers = torch.zeros(1, self.task.answer_length(length), dtype=torch.long)
-        return self.format(inputs, answers)
-
     def max_position(self, length: int) -> int:
         """Positions a model of this kind sees for instances of this length; for grid tasks
         the extent along one axis (what encodings are sized from)."""
-        return max_position(self._probe(length))
+        return self.task.extent(length, self.model_kind)[0]
 
     def sequence_length(self, length: int) -> int:
         """Tokens per instance of this length (batch sizes, memory)."""
-        return sequence_length(self._probe(length))
+        return self.task.extent(length, self.model_kind)[1]
 
     def grid_shape(self, length: int) -> list[int] | None:
         """The token grid of an instance of this length; None for sequence tasks."""
@@ -238,9 +237,9 @@ class TaskData:
         inputs = self.train_inputs(length, self.batch_size, generator)
         return self.format(inputs, self.task.solve(inputs))
 
-    def _check_short_lengths(self, count: int = 8) -> None:
-        """Fail now, not mid-run, if the shortest training lengths have no training strings
-        (tiny alphabets: every string of a length may be held out)."""
+    def check_sampling(self, count: int = 8) -> None:
+        """Refuse now, not mid-run, a shortest training length without training strings (tiny
+        alphabets: every string of a length may be held out). Draws instances: imports torch."""
         generator = torch.Generator().manual_seed(mix_seed(self.seed, -1))
         step = self.task.length_step
         last = min(self.train_len, self.min_len + step * (count - 1))

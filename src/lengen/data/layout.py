@@ -19,10 +19,13 @@ encoding gives them no positional signal, as RoPE-ViT leaves the class token unr
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from lengen.data.source import IGNORE
+from lengen.lazy import torch
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 PAD, BOS, SEP, SLOT = 0, 1, 2, 3
 N_SPECIAL = 4
@@ -51,6 +54,15 @@ def format_batch(inputs: Tensor, answers: Tensor, model_kind: str) -> dict:
         target_in = torch.cat([column(BOS), y[:, :-1]], dim=1)  # (B, m)
         return {"inputs": {"src": x, "tgt": target_in}, "targets": y}
     raise ValueError(f"model kind must be one of {', '.join(MODEL_KINDS)}; got {model_kind!r}")
+
+
+def tokens(n: int, m: int, model_kind: str) -> int:
+    """Tokens the model processes for n input and m answer symbols: the widths
+    ``format_batch`` builds, as arithmetic (sizes without building a batch, or torch)."""
+    widths = {"decoder": n + m + 1, "encoder": n + 1 + m, "encoder_decoder": max(n, m)}
+    if model_kind not in widths:
+        raise ValueError(f"model kind must be one of {', '.join(MODEL_KINDS)}; got {model_kind!r}")
+    return widths[model_kind]
 
 
 def grid_coordinates(shape: tuple[int, ...]) -> Tensor:

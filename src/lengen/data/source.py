@@ -47,9 +47,20 @@ class DataSource(Protocol):
     def validate_config(cls, cfg) -> None:
         """Check this source's own keys in a whole run config; raise ConfigError naming one."""
 
+    @classmethod
+    def planned_positions(cls, cfg, lengths: list[int]) -> dict | None:
+        """For sources that are not cheap to build: ``train_positions`` and ``max_positions``
+        (``max_position`` of ``data.len`` and of the longest of ``lengths``) from the run
+        config alone, so the encoding's checks run before the source is built. None: build
+        the source to know them."""
+
     def check_eval_lengths(self, lengths: list[int]) -> None:
         """Refuse (ValueError naming eval.lengths) lengths this source cannot evaluate: found
         when the run is built, not after training."""
+
+    def check_sampling(self) -> None:
+        """Refuse (ValueError naming the key) settings under which training batches cannot be
+        drawn, found by drawing a few; the checks above it run without torch, this may not."""
 
     def max_position(self, length: int) -> int:
         """Positions a model sees for an instance (task) or window (text) of this length; for

@@ -315,6 +315,11 @@ class TextData:
     def validate_config(cfg) -> None:
         text_prep.validate_text_config(cfg)
 
+    @classmethod
+    def planned_positions(cls, cfg, lengths: list[int]) -> dict:
+        """A window of L tokens has positions 0 … L−1 (``max_position``)."""
+        return {"train_positions": int(cfg.data.len), "max_positions": max(lengths)}
+
     def card(self, eval_lengths: list[int]) -> None:
         return None  # describe() records the corpus, tokenizer and split rule
 
@@ -325,6 +330,9 @@ class TextData:
                 f"eval.lengths: length {max(lengths)} needs {max(lengths)} scored tokens, but "
                 f"the validation split has {available}; allowed: lengths up to {available}"
             )
+
+    def check_sampling(self) -> None:
+        """Any window of the training stream is a training instance: nothing to refuse."""
 
     axes = 1  # positions on one axis: token index
 

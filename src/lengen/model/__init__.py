@@ -1,5 +1,20 @@
-"""Transformer models: decoder-only, encoder-only and encoder–decoder."""
+"""Transformer models: decoder-only, encoder-only and encoder–decoder.
 
-from lengen.model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly
+The classes load on first use (PEP 562), so ``lengen.model.options`` imports no torch.
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __all__ = ["DecoderOnly", "EncoderDecoder", "EncoderOnly"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        return getattr(importlib.import_module("lengen.model.transformer"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lengen.model.cache import KVCache, MemoryCache
+from lengen.model.options import check_attention_option
 from lengen.pe.base import PositionalEncoding
 
 #: Largest block of attention scores (B × H × queries × keys) built at once; 16M fp32 = 64 MiB.
@@ -47,9 +48,6 @@ MAX_BIAS_ELEMENTS = 1 << 24
 #: overhead of one SDPA call per block (measured in docs/benchmarks.md).
 RELATIVE_QUERY_BLOCK = 512
 
-#: ``model.attention`` choices: ``auto`` picks among SDPA paths as above; ``flex`` sends
-#: relative biases at full passes to FlexAttention.
-KERNELS = ("auto", "flex")
 
 #: Up to this many mask elements (H × Tq × Tk; training lengths) the relative-bias path gathers
 #: one dense mask from its table instead of the strided view: measured faster with a backward
@@ -146,7 +144,7 @@ def choose_kernel(
 
     Args:
         pe: the stack's encoding (None: no positional logits, e.g. cross-attention).
-        option: ``model.attention`` (``KERNELS``).
+        option: ``model.attention`` (``lengen.model.options.KERNELS``).
         training: whether gradients will flow (FlexAttention has no CPU backward).
         device_type: ``cpu``, ``cuda``, … or None when not yet known.
         dropout: the attention dropout probability that will be applied.
@@ -155,8 +153,7 @@ def choose_kernel(
             None: not known yet, assumed contiguous.
         square: as many queries as keys (full passes; cached decoding is not).
     """
-    if option not in KERNELS:
-        raise ValueError(f"model.attention must be one of {', '.join(KERNELS)}; got {option!r}")
+    check_attention_option(option)
     if pe is None or not (pe.has_bias or pe.has_contextual):
         return "sdpa"
     relative = pe.has_bias and not pe.has_contextual and pe.bias_is_relative

@@ -18,20 +18,30 @@ Positions on A axes (grids A = 2, volumes A = 3; ``lengen.pe.grid``):
   initial frequencies of RoPE-Mixed.
 """
 
-from lengen.pe.alibi import ALiBi, alibi_slopes, grid_distance
-from lengen.pe.base import PositionalEncoding
-from lengen.pe.cope import CoPE
-from lengen.pe.fire import FIRE
-from lengen.pe.grid import grid_positions
-from lengen.pe.kerple import KERPLE, kerple_bias
-from lengen.pe.learned import Learned
-from lengen.pe.nope import NoPE
-from lengen.pe.rope import RoPE, apply_rope, rope_inverse_frequencies
-from lengen.pe.rope_mixed import RoPEMixed, mixed_frequencies
-from lengen.pe.sandwich import Sandwich, sandwich_profile
-from lengen.pe.sinusoidal import Sinusoidal, sinusoidal_grid, sinusoidal_table
-from lengen.pe.t5 import T5RelativeBias, t5_relative_bucket
-from lengen.pe.xpos import XPos, apply_xpos
+from __future__ import annotations
+
+import importlib
+
+#: module -> the public names it gives this package. Resolved on first access (PEP 562), so
+#: that ``import lengen.pe.options`` (the encodings' checks, for a refusal before torch is
+#: imported) does not import every encoding, and torch with them.
+_MODULES = {
+    "lengen.pe.alibi": ("ALiBi", "alibi_slopes", "grid_distance"),
+    "lengen.pe.base": ("PositionalEncoding",),
+    "lengen.pe.cope": ("CoPE",),
+    "lengen.pe.fire": ("FIRE",),
+    "lengen.pe.grid": ("grid_positions",),
+    "lengen.pe.kerple": ("KERPLE", "kerple_bias"),
+    "lengen.pe.learned": ("Learned",),
+    "lengen.pe.nope": ("NoPE",),
+    "lengen.pe.rope": ("RoPE", "apply_rope", "rope_inverse_frequencies"),
+    "lengen.pe.rope_mixed": ("RoPEMixed", "mixed_frequencies"),
+    "lengen.pe.sandwich": ("Sandwich", "sandwich_profile"),
+    "lengen.pe.sinusoidal": ("Sinusoidal", "sinusoidal_grid", "sinusoidal_table"),
+    "lengen.pe.t5": ("T5RelativeBias", "t5_relative_bucket"),
+    "lengen.pe.xpos": ("XPos", "apply_xpos"),
+}
+_SOURCE = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "FIRE",
@@ -60,3 +70,17 @@ __all__ = [
     "sinusoidal_table",
     "t5_relative_bucket",
 ]
+
+
+def __getattr__(name: str):
+    """A public name, imported from its module on first access (then cached here)."""
+    module = _SOURCE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

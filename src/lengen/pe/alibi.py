@@ -51,12 +51,9 @@ import math
 import torch
 from torch import Tensor, nn
 
+from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
 from lengen.pe.grid import has_position
-
-BIDIRECTIONAL = ("symmetric", "asymmetric_offset", "separate")
-#: ``pe.grid_distance``: how far apart two cells of a grid are
-GRID_DISTANCES = ("euclidean", "manhattan")
 
 
 def grid_distance(offsets: Tensor, kind: str = "euclidean") -> Tensor:
@@ -98,8 +95,8 @@ class ALiBi(PositionalEncoding):
     """
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
-    bias_of_distance = True  # randomized positions randomize the distances (base class)
-    supports_axes = True
+    # bias_of_distance: randomized positions randomize the distances (base class)
+    causal_only, supports_axes, bias_of_distance = options.facts("ALiBi")
 
     def __init__(
         self,
@@ -110,26 +107,16 @@ class ALiBi(PositionalEncoding):
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
-        if grid_distance not in GRID_DISTANCES:
-            raise ValueError(
-                f"pe.grid_distance must be one of {', '.join(GRID_DISTANCES)}; got "
-                f"{grid_distance!r}"
-            )
+        options.check_alibi(
+            self.run,
+            bidirectional=bidirectional,
+            learnable_slopes=learnable_slopes,
+            grid_distance=grid_distance,
+        )
         if self.axes > 1:
             # a distance between cells: not one offset along one axis (module docstring)
             self.bias_is_relative = False
-            if bidirectional != "symmetric" and not self.causal:
-                raise ValueError(
-                    f"pe.bidirectional={bidirectional} has no form on a grid (no cell is before "
-                    f"another); allowed: symmetric"
-                )
         self.grid_distance = grid_distance
-        if bidirectional not in BIDIRECTIONAL:
-            raise ValueError(
-                f"pe.bidirectional must be one of {', '.join(BIDIRECTIONAL)}; got {bidirectional!r}"
-            )
-        if not isinstance(learnable_slopes, bool):
-            raise ValueError(f"pe.learnable_slopes must be true or false, got {learnable_slopes!r}")
         self.bidirectional = bidirectional
         self.learnable_slopes = learnable_slopes
         slopes = alibi_slopes(self.n_heads)

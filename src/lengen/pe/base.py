@@ -61,47 +61,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from lengen.checks import check_heads
-
-#: ``pe.randomized_relative``: how randomized positions reach a bias of distances
-RANDOMIZED_RELATIVE = ("distances", "positions")
-
-
-def positive_number_or_null(key: str, value) -> float | None:
-    """``value`` as a float if it is a number > 0, None if None; else a ValueError naming key."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(
-            f"{key} must be a number > 0, or null for a default sized from the run's training "
-            f"positions; got {value!r}"
-        )
-    return float(value)
-
-
-#: ``pe=`` names with an N-d form (their class sets ``supports_axes``); tests check this list
-#: against configs/pe
-GRID_ENCODINGS = ("alibi", "learned", "nope", "rope", "rope_mixed", "sinusoidal")
-
-
-def check_axes(cls: type, axes, randomized: bool) -> None:
-    """Refuse an axis count this encoding has no form for, in one line naming the key."""
-    if isinstance(axes, bool) or not isinstance(axes, int) or not 1 <= axes <= 3:
-        raise ValueError(
-            f"pe.axes must be an integer 1, 2 or 3 (sequence, grid, volume); got {axes!r}"
-        )
-    if axes == 1:
-        return
-    if not cls.supports_axes:
-        raise ValueError(
-            f"pe: {cls.__name__} has no form for positions on {axes} axes (the data is a grid "
-            f"task); allowed: {', '.join(GRID_ENCODINGS)}"
-        )
-    if randomized:
-        raise ValueError(
-            f"pe.randomized=true has no form for positions on {axes} axes (the data is a grid "
-            f"task); allowed: pe.randomized=false"
-        )
+from lengen.pe import options, rules
 
 
 class PositionalEncoding(nn.Module):
@@ -129,18 +89,18 @@ class PositionalEncoding(nn.Module):
             encodings with per-layer parameters use it (``for_layer``).
     """
 
-    #: Encodings defined for causal attention only set this; a bidirectional stack is refused.
-    causal_only = False
+    #: Three facts each shipped encoding takes from ``lengen.pe.options.SHIPPED`` (the early
+    #: checks read them there, without importing torch); a user's encoding sets its own.
+    #: ``causal_only``: defined for causal attention only, a bidirectional stack is refused.
+    #: ``supports_axes``: has a form for positions on several axes (grids, volumes):
+    #: sinusoidal, learned, rope, rope_mixed, alibi, nope; the others refuse ``axes > 1``.
+    #: ``bias_of_distance``: ``score_bias`` is a function of the query–key distance (ALiBi, T5,
+    #: KERPLE, Sandwich, FIRE): such encodings read it through ``relative_distance``, which
+    #: applies the randomized distances of ``randomized_relative="distances"``.
+    causal_only, supports_axes, bias_of_distance = options.facts("PositionalEncoding")
     #: True when ``score_bias`` depends on q_position − k_position only (ALiBi, T5, KERPLE,
     #: Sandwich; not FIRE): attention then reads one bias per offset (``relative_bias_table``).
     bias_is_relative = False
-    #: True when ``score_bias`` is a function of the query–key distance (ALiBi, T5, KERPLE,
-    #: Sandwich, FIRE): such encodings read it through ``relative_distance``, which applies
-    #: the randomized distances of ``randomized_relative="distances"``.
-    bias_of_distance = False
-    #: True for encodings with a form for positions on several axes (grids, volumes):
-    #: sinusoidal, learned, rope, rope_mixed, alibi, nope. The others refuse ``axes > 1``.
-    supports_axes = False
 
     def __init__(
         self,
@@ -159,33 +119,23 @@ class PositionalEncoding(nn.Module):
         n_layers: int = 1,
     ) -> None:
         super().__init__()
-        check_heads(d_model, n_heads)
-        check_axes(type(self), axes, randomized)
-        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
-            raise ValueError(f"model.n_layers must be a positive integer, got {n_layers!r}")
-        if self.causal_only and not causal:
-            raise ValueError(
-                f"pe: {type(self).__name__} is defined for causal attention only; allowed: "
-                f"model=decoder (a bidirectional stack was requested)"
-            )
-        for key, value in (
-            ("pe.randomized", randomized),
-            ("pe.randomized_eval", randomized_eval),
-            ("pe.log_length_scale", log_length_scale),
-        ):
-            if not isinstance(value, bool):
-                raise ValueError(f"{key} must be true or false, got {value!r}")
-        if randomized:
-            needed = max_positions or train_positions or 1
-            if (
-                isinstance(max_position, bool)
-                or not isinstance(max_position, int)
-                or (max_position < needed)
-            ):
-                raise ValueError(
-                    f"pe.max_position must be an integer >= {needed} (the longest sequence this "
-                    f"run sees) when pe.randomized=true, got {max_position!r}"
-                )
+        #: the run as checked (``lengen.pe.rules``); subclasses check their keys against it
+        self.run = rules.check_shared(
+            type(self).__name__,
+            rules.Facts.of(type(self)),
+            d_model=d_model,
+            n_heads=n_heads,
+            causal=causal,
+            train_positions=train_positions,
+            max_positions=max_positions,
+            randomized=randomized,
+            max_position=max_position,
+            randomized_eval=randomized_eval,
+            randomized_relative=randomized_relative,
+            log_length_scale=log_length_scale,
+            axes=axes,
+            n_layers=n_layers,
+        )
         self.d_model = d_model
         self.n_heads = n_heads
         self.head_dim = d_model // n_heads
@@ -198,26 +148,13 @@ class PositionalEncoding(nn.Module):
         self.log_length_scale = log_length_scale
         self.axes = axes
         self.n_layers = n_layers
-        if randomized_relative is not None and not self.bias_of_distance:
-            raise ValueError(
-                f"pe.randomized_relative applies to bias encodings of distances (alibi, t5, "
-                f"kerple, sandwich, fire), not to {type(self).__name__}; allowed here: null"
-            )
-        if randomized_relative is None and self.bias_of_distance:
-            # the key is absent: a run directory written before the option existed, whose
-            # model trained with random positions, or a module built directly; new runs get
-            # ``distances`` from their yaml (configs/pe/<name>.yaml)
-            randomized_relative = "positions"
-        if randomized_relative is not None and randomized_relative not in RANDOMIZED_RELATIVE:
-            raise ValueError(
-                f"pe.randomized_relative must be one of {', '.join(RANDOMIZED_RELATIVE)}; got "
-                f"{randomized_relative!r}"
-            )
-        self.randomized_relative = randomized_relative
+        # None resolved: ``positions`` for bias encodings of distances (a run directory written
+        # before the option existed, or a module built directly)
+        self.randomized_relative = self.run.randomized_relative
         #: randomized distances: the bias is Toeplitz within a pass but its table changes with
         #: every draw, so attention builds it per query block (the per-offset table path and its
         #: cached dense masks assume a fixed bias per offset)
-        self.randomizes_distances = randomized and randomized_relative == "distances"
+        self.randomizes_distances = randomized and self.randomized_relative == "distances"
         if self.randomizes_distances:
             self.bias_is_relative = False
         #: distances of this pass's offsets 0 … T−1 (int64, (T,)), set by ``positions()`` when
@@ -226,14 +163,6 @@ class PositionalEncoding(nn.Module):
         #: the seed of evaluation's position draw (``lengen.evaluation.tasks`` sets it per
         #: length and draw, ``eval.position_draws``); None: one fixed draw per length
         self.draw_seed: int | None = None
-
-    def require_even_head_dim(self, name: str) -> None:
-        """Rotations pair a head's dimensions: refuse an odd head dimension, naming the keys."""
-        if self.head_dim % 2:
-            raise ValueError(
-                f"pe={name} needs an even head dimension; model.d_model / model.n_heads = "
-                f"{self.d_model} / {self.n_heads} = {self.head_dim}"
-            )
 
     # -- positions -------------------------------------------------------------------------
     @property

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from lengen.checks import positive_int
+from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
 
 
@@ -59,11 +59,11 @@ class CoPE(PositionalEncoding):
         npos_max: number of integer positions with an embedding; counts beyond are clamped.
     """
 
-    causal_only = True
+    causal_only, supports_axes, bias_of_distance = options.facts("CoPE")
 
     def __init__(self, *, npos_max: int = 64, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.npos_max = positive_int("pe.npos_max", npos_max, minimum=2)
+        self.npos_max = options.check_cope(self.run, npos_max=npos_max)
         self.embeddings = nn.Parameter(torch.zeros(self.head_dim, self.npos_max))
 
     def contextual_logits(self, q: Tensor, logits: Tensor) -> Tensor:

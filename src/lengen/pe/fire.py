@@ -48,7 +48,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from lengen.pe.base import PositionalEncoding, positive_number_or_null
+from lengen.pe import options
+from lengen.pe.base import PositionalEncoding
 
 #: the paper's constant added to the normaliser ψ(max(L, i))
 NORMALISER_EPS = 1e-6
@@ -97,7 +98,8 @@ class FIRE(PositionalEncoding):
             512 for 2,048-token training), or 512 when the training positions are unknown.
     """
 
-    bias_of_distance = True  # randomized positions randomize the distances (base class)
+    # bias_of_distance: randomized positions randomize the distances (base class)
+    causal_only, supports_axes, bias_of_distance = options.facts("FIRE")
     #: the paper's initial threshold and the training length it served (Li et al., 2023)
     PAPER_THRESHOLD, PAPER_TRAIN_LENGTH = 512.0, 2048
 
@@ -110,11 +112,9 @@ class FIRE(PositionalEncoding):
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
-        if isinstance(mlp_width, bool) or not isinstance(mlp_width, int) or mlp_width < 1:
-            raise ValueError(f"pe.mlp_width must be a positive integer, got {mlp_width!r}")
-        if isinstance(init_c, bool) or not isinstance(init_c, (int, float)) or not init_c > 0:
-            raise ValueError(f"pe.init_c must be a number > 0, got {init_c!r}")
-        init_threshold = positive_number_or_null("pe.init_threshold", init_threshold)
+        init_threshold = options.check_fire(
+            self.run, mlp_width=mlp_width, init_c=init_c, init_threshold=init_threshold
+        )
         self.init_threshold_source = "given"
         if init_threshold is None:
             init_threshold, self.init_threshold_source = self.default_threshold()

@@ -5,7 +5,8 @@ volumes depth, row, column), tokens flattened row-major, so a sequence's positio
 ``(T, A)``. A token without a grid position (a readout slot, ViT's class token) has the row
 ``[-1, …, -1]``: every encoding gives it no positional signal (nothing added, rotation by 0,
 bias 0), as Heo et al.'s RoPE-ViT code rotates the patch tokens only, not the class token
-(naver-ai/rope-vit, ``models/vit_rope.py``: ``q[:, :, 1:]``).
+(naver-ai/rope-vit, ``models/vit_rope.py``: ``q[:, :, 1:]``). How the channels split between
+the axes (``axis_share``) is a rule of the keys, in ``lengen.pe.options``.
 """
 
 from __future__ import annotations
@@ -23,17 +24,6 @@ def grid_positions(shape: tuple[int, ...] | list[int], device=None) -> Tensor:
 def has_position(positions: Tensor) -> Tensor:
     """Which rows of (..., A) positions are grid cells (not the −1 row) -> (...,) bool."""
     return (positions >= 0).all(dim=-1)
-
-
-def axis_share(dim: int, axes: int, key: str) -> int:
-    """The channels (or rotated dimensions) each axis gets: dim / A, which must be even."""
-    if dim % (2 * axes):
-        raise ValueError(
-            f"{key} = {dim} must be divisible by 2 × {axes} (an even share per axis) for "
-            f"positions on {axes} axes; allowed: a multiple of {2 * axes} (e.g. model.d_model="
-            f"{24 * axes} or {48 * axes} with model.n_heads=4)"
-        )
-    return dim // axes
 
 
 def check_grid_positions(positions: Tensor, axes: int) -> None:

@@ -28,9 +28,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.rules import KERPLE_VARIANTS as VARIANTS
 
-VARIANTS = ("log", "power")
 #: the authors' lower bound for r1, r2 (``self.eps = 1e-2``)
 MIN_PARAMETER = 0.01
 #: the authors' upper bound for the exponent r2 of the power variant
@@ -58,12 +59,12 @@ class KERPLE(PositionalEncoding):
     """
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
-    bias_of_distance = True  # randomized positions randomize the distances (base class)
+    # bias_of_distance: randomized positions randomize the distances (base class)
+    causal_only, supports_axes, bias_of_distance = options.facts("KERPLE")
 
     def __init__(self, *, variant: str = "log", **kwargs) -> None:
         super().__init__(**kwargs)
-        if variant not in VARIANTS:
-            raise ValueError(f"pe.variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
+        options.check_kerple(self.run, variant=variant)
         self.variant = variant
         # the authors' scales: the multiplier of log is U(0, 2), the exponent of power U(0, 2)
         r1_scale, r2_scale = (2.0, 1.0) if variant == "log" else (1.0, 2.0)

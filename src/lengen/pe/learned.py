@@ -40,12 +40,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
-from lengen.pe.grid import axis_extents, axis_share, check_grid_positions, has_position
-
-POLICIES = ("extend", "error", "interpolate")
-#: ``pe.table`` on grids: one table per axis, or one row per cell
-TABLES = ("axial", "full")
+from lengen.pe.grid import axis_extents, check_grid_positions, has_position
+from lengen.pe.rules import POLICIES, TABLES
 
 
 def resize_table(table: Tensor, extents: list[int] | tuple[int, ...]) -> Tensor:
@@ -61,23 +59,6 @@ def resize_table(table: Tensor, extents: list[int] | tuple[int, ...]) -> Tensor:
     return resized[0].movedim(0, -1).to(table.dtype)  # (*extents, D)
 
 
-def table_rows(policy: str, table_size, trained: int | None, needed: int, unit: str) -> int:
-    """Rows of a table (per axis on grids): ``pe.table_size`` checked, or derived from the
-    policy (``extend``: every position evaluation needs; otherwise the trained ones);
-    ``pe.policy=error`` refuses evaluation that needs more rows than the table holds."""
-    if table_size is None:
-        table_size = needed if policy == "extend" else (trained or needed)
-    if isinstance(table_size, bool) or not isinstance(table_size, int) or table_size < 1:
-        raise ValueError(f"pe.table_size must be a positive integer, got {table_size!r}")
-    if policy == "error" and needed > table_size:
-        raise ValueError(
-            f"pe.policy=error: evaluation needs {needed} {unit} but the learned table holds "
-            f"{table_size}; allowed: pe.policy=extend (untrained rows past training) or "
-            f"interpolate, or evaluation within the table"
-        )
-    return table_size
-
-
 class Learned(PositionalEncoding):
     """A trainable (positions × d_model) table added to the token embeddings.
 
@@ -90,7 +71,7 @@ class Learned(PositionalEncoding):
         table: on grids and volumes, ``axial`` (default) or ``full``; ignored on sequences.
     """
 
-    supports_axes = True
+    causal_only, supports_axes, bias_of_distance = options.facts("Learned")
 
     def __init__(
         self,
@@ -102,47 +83,36 @@ class Learned(PositionalEncoding):
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
-        if policy not in POLICIES:
-            raise ValueError(f"pe.policy must be one of {', '.join(POLICIES)}; got {policy!r}")
-        if table not in TABLES:
-            raise ValueError(f"pe.table must be one of {', '.join(TABLES)}; got {table!r}")
-        if policy == "interpolate" and self.randomized:
-            raise ValueError(
-                "pe.policy=interpolate resizes the trained table past training; with "
-                "pe.randomized=true the table already covers pe.max_position; allowed: extend, "
-                "error"
-            )
+        # the rows of the table (per axis on grids): pe.table_size or sized from the lengths
+        rows = options.check_learned(
+            self.run, policy=policy, table_size=table_size, init_std=init_std, table=table
+        )
         self.policy = policy
         self.table_kind = table
         self.scale = math.sqrt(self.d_model)
         if self.axes > 1:
-            self._build_grid_tables(policy, table_size, init_std)
+            self._build_grid_tables(policy, rows, init_std)
             return
-        trained = self.train_positions
-        needed = max(p for p in (self.train_positions, self.position_range, 1) if p is not None)
-        explicit = table_size
-        table_size = table_rows(policy, table_size, trained, needed, "positions")
         # drawn as one table, as before the split, so the random stream (and every later
         # initialisation) is what it was: the same seed gives the same model
-        full = nn.Embedding(table_size, self.d_model)
+        full = nn.Embedding(rows, self.d_model)
         nn.init.normal_(full.weight, std=init_std or self.d_model**-0.5)
         # rows training reaches: all of [0, max_position) under randomized positions
-        reachable = self.max_position if self.randomized else trained
-        derived = policy == "extend" and explicit is None and reachable is not None
-        kept = min(table_size, reachable) if derived else table_size
+        reachable = self.max_position if self.randomized else self.train_positions
+        derived = policy == "extend" and table_size is None and reachable is not None
+        kept = min(rows, reachable) if derived else rows
         self.table = nn.Embedding(kept, self.d_model, _weight=full.weight.detach()[:kept].clone())
         self.register_buffer("extension", full.weight.detach()[kept:].clone(), persistent=False)
 
-    def _build_grid_tables(self, policy: str, table_size: int | None, init_std) -> None:
-        """Tables for positions on A axes (``pe.table``): per axis (``axial``, d/A columns) or
-        per cell (``full``); trained rows are parameters, untrained ones a buffer, as in 1-D."""
+    def _build_grid_tables(self, policy: str, table_size: int, init_std) -> None:
+        """Tables for positions on A axes (``pe.table``) of ``table_size`` rows per axis (or
+        side): per axis (``axial``, d/A columns) or per cell (``full``); trained rows are
+        parameters, untrained ones a buffer, as in 1-D."""
         trained = self.train_positions
-        needed = max(p for p in (trained, self.max_positions, 1) if p is not None)
-        table_size = table_rows(policy, table_size, trained, needed, "positions per axis")
         kept = min(table_size, trained) if trained and policy == "extend" else table_size
         std = init_std or self.d_model**-0.5
         if self.table_kind == "axial":
-            width = axis_share(self.d_model, self.axes, "pe=learned: model.d_model")
+            width = self.d_model // self.axes  # an even share: options.check_learned
             tables, extensions = [], []
             for _ in range(self.axes):
                 rows = torch.randn(table_size, width) * std  # (rows, D/A), drawn whole

@@ -6,11 +6,12 @@ positions is permutation-invariant: it cannot tell positions apart, so lengen wa
 such runs ``position_blind`` in results.json.
 """
 
+from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
 
 
 class NoPE(PositionalEncoding):
     """Every hook is the base class's no-op."""
 
-    #: nothing to do on any number of axes
-    supports_axes = True
+    #: nothing to do on any number of axes (supports_axes)
+    causal_only, supports_axes, bias_of_distance = options.facts("NoPE")

@@ -56,22 +56,20 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lengen.checks import positive_int
+from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
-from lengen.pe.grid import axis_share, check_grid_positions, has_position
-from lengen.pe.rope_frequencies import (
+from lengen.pe.grid import check_grid_positions, has_position
+from lengen.pe.rope_frequencies import rope_inverse_frequencies, yarn_logit_scale, yarn_ramp
+from lengen.pe.rules import (
     NEEDS_ORIGINAL_LENGTH,
     SCALINGS,
     YARN_RAMPS,
-    _is_number,
-    check_scaling,
-    check_yarn_ramp,
+    axis_share,
     p_rope_pairs,
-    rope_inverse_frequencies,
     rotary_dimension,
-    yarn_logit_scale,
-    yarn_ramp,
 )
+from lengen.pe.rules import ROPE_LAYOUTS as LAYOUTS
+from lengen.pe.rules import check_rope_layout as check_layout
 from lengen.pe.sinusoidal import sinusoid_inverse_frequencies
 
 #: the frequency math lives in lengen.pe.rope_frequencies; its public names are this module's too
@@ -92,14 +90,6 @@ __all__ = [
     "yarn_logit_scale",
     "yarn_ramp",
 ]
-
-LAYOUTS = ("interleaved", "half")
-
-
-# -- checks shared by the functions and the module ---------------------------------------------
-def check_layout(layout: str) -> None:
-    if layout not in LAYOUTS:
-        raise ValueError(f"pe.layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
 
 
 # -- rotation ----------------------------------------------------------------------------------
@@ -274,7 +264,7 @@ class RoPE(PositionalEncoding):
     docstring); every option applies per axis.
     """
 
-    supports_axes = True
+    causal_only, supports_axes, bias_of_distance = options.facts("RoPE")
     #: ``pe.base: null`` on sequences (Su et al.) and on grids (rope-vit ``rope_theta`` of its
     #: axial models)
     DEFAULT_BASE = 10000.0
@@ -297,54 +287,33 @@ class RoPE(PositionalEncoding):
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        sizes = options.check_rope(
+            self.run,
+            base=base,
+            layout=layout,
+            fraction=fraction,
+            p=p,
+            scaling=scaling,
+            scaling_factor=scaling_factor,
+            original_max_position=original_max_position,
+            yarn_alpha=yarn_alpha,
+            yarn_beta=yarn_beta,
+            yarn_ramp=yarn_ramp,
+            yarn_truncate=yarn_truncate,
+        )
         if base is None:
             base = self.DEFAULT_BASE if self.axes == 1 else self.DEFAULT_GRID_BASE
-        if not _is_number(base) or not base > 1:
-            raise ValueError(f"pe.base must be > 1, got {base}")
-        check_layout(layout)
-        self.require_even_head_dim("rope")
-        self.rotary_dim = rotary_dimension(self.head_dim, fraction)
+        self.rotary_dim = sizes.rotary_dim
         #: the rotated dimensions of one axis (r / A; r on sequences)
-        self.axis_dim = axis_share(
-            self.rotary_dim,
-            self.axes,
-            "pe=rope: the rotated head dimension (model.d_model / model.n_heads × pe.fraction)",
-        )
-        self.rotated_pairs = p_rope_pairs(self.axis_dim, p) * self.axes
-        check_scaling(scaling, scaling_factor)
-        if original_max_position is not None:
-            positive_int("pe.original_max_position", original_max_position)
-        for key, value in (("pe.yarn_alpha", yarn_alpha), ("pe.yarn_beta", yarn_beta)):
-            if not _is_number(value) or value < 0:
-                raise ValueError(f"{key} must be a number >= 0, got {value!r}")
-        if not yarn_beta > yarn_alpha:
-            raise ValueError(
-                f"pe.yarn_beta must be > pe.yarn_alpha, got {yarn_beta} and {yarn_alpha}"
-            )
-        check_yarn_ramp(yarn_ramp)
-        if scaling == "yarn" and yarn_ramp == "dimension" and not yarn_alpha > 0:
-            raise ValueError(
-                f"pe.yarn_alpha must be > 0 with pe.yarn_ramp=dimension (the pair index where a "
-                f"pair makes 0 rotations is infinite), got {yarn_alpha}"
-            )
-        if not isinstance(yarn_truncate, bool):
-            raise ValueError(f"pe.yarn_truncate must be true or false, got {yarn_truncate!r}")
-        if original_max_position is None:
-            # the positions training saw: 0 … train_positions − 1, or under randomized
-            # positions the whole range they are drawn from
-            original_max_position = self.max_position if self.randomized else self.train_positions
-        if scaling in NEEDS_ORIGINAL_LENGTH and original_max_position is None:
-            raise ValueError(
-                f"pe.original_max_position must be set for pe.scaling={scaling}: the training "
-                f"length is unknown here"
-            )
+        self.axis_dim = sizes.axis_dim
+        self.rotated_pairs = sizes.rotated_pairs
         self.base = float(base)
         self.layout = layout
         self.fraction = float(fraction)
         self.p = float(p)
         self.scaling = scaling
         self.scaling_factor = float(scaling_factor)
-        self.original_max_position = original_max_position
+        self.original_max_position = sizes.original_max_position
         self.yarn_alpha = float(yarn_alpha)
         self.yarn_beta = float(yarn_beta)
         self.yarn_ramp = yarn_ramp

@@ -58,46 +58,11 @@ import torch
 from torch import Tensor
 
 from lengen.checks import positive_int
+from lengen.pe.rules import NEEDS_ORIGINAL_LENGTH, check_scaling, check_yarn_ramp, p_rope_pairs
 from lengen.pe.sinusoidal import sinusoid_inverse_frequencies
 
-SCALINGS = ("none", "pi", "ntk", "dynamic_ntk", "yarn")
-#: ``pe.yarn_ramp``: the authors' code and Hugging Face (dimension), or the paper (rotations)
-YARN_RAMPS = ("dimension", "rotations")
-#: scalings that need the original (training) context length
-NEEDS_ORIGINAL_LENGTH = ("dynamic_ntk", "yarn")
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def check_yarn_ramp(ramp: str) -> None:
-    if ramp not in YARN_RAMPS:
-        raise ValueError(f"pe.yarn_ramp must be one of {', '.join(YARN_RAMPS)}; got {ramp!r}")
-
-
-def check_scaling(scaling: str, factor: float) -> None:
-    if scaling not in SCALINGS:
-        raise ValueError(f"pe.scaling must be one of {', '.join(SCALINGS)}; got {scaling!r}")
-    if not _is_number(factor) or not factor >= 1:
-        raise ValueError(f"pe.scaling_factor must be a number >= 1, got {factor!r}")
-
-
-# -- dimensions --------------------------------------------------------------------------------
-def rotary_dimension(head_dim: int, fraction: float = 1.0) -> int:
-    """Dimensions rotated under partial rotary: int(fraction · head_dim) rounded down to an even
-    number, at least 2 (GPT-NeoX ``rotary_ndims = int(head_dim * rotary_pct)``)."""
-    if not _is_number(fraction) or not 0 < fraction <= 1:
-        raise ValueError(f"pe.fraction must be a number in (0, 1], got {fraction!r}")
-    return max(2, int(fraction * head_dim) // 2 * 2)
-
-
-def p_rope_pairs(dim: int, p: float = 1.0) -> int:
-    """Pairs p-RoPE keeps rotating out of dim/2: int(p · dim // 2), Barbero et al.'s
-    ``rope_angles``; the others (the lowest frequencies) get θ = 0."""
-    if not _is_number(p) or not 0 <= p <= 1:
-        raise ValueError(f"pe.p must be a number in [0, 1], got {p!r}")
-    return int(p * dim // 2)
+# The checks of the keys (``check_scaling``, ``check_yarn_ramp``, …) and the dimension rules
+# (``rotary_dimension``, ``p_rope_pairs``) live in lengen.pe.options, without torch.
 
 
 # -- frequencies -------------------------------------------------------------------------------

@@ -38,9 +38,11 @@ import math
 import torch
 from torch import Tensor, nn
 
+from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
-from lengen.pe.grid import axis_share, check_grid_positions, has_position
+from lengen.pe.grid import check_grid_positions, has_position
 from lengen.pe.rope import rotate_pairs
+from lengen.pe.rules import axis_share
 
 
 def random_rotation(axes: int) -> Tensor:
@@ -95,24 +97,15 @@ class RoPEMixed(PositionalEncoding):
         per_layer: one set of frequencies per layer (the reference) or one for all layers.
     """
 
-    supports_axes = True
+    causal_only, supports_axes, bias_of_distance = options.facts("RoPEMixed")
     DEFAULT_BASE = 10000.0
     DEFAULT_GRID_BASE = 10.0
 
     def __init__(self, *, base: float | None = None, per_layer: bool = True, **kwargs) -> None:
         super().__init__(**kwargs)
+        options.check_rope_mixed(self.run, base=base, per_layer=per_layer)
         if base is None:
             base = self.DEFAULT_BASE if self.axes == 1 else self.DEFAULT_GRID_BASE
-        if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
-            raise ValueError(f"pe.base must be > 1, or null for the default, got {base!r}")
-        if not isinstance(per_layer, bool):
-            raise ValueError(f"pe.per_layer must be true or false, got {per_layer!r}")
-        self.require_even_head_dim("rope_mixed")
-        axis_share(
-            self.head_dim,
-            self.axes,
-            "pe=rope_mixed: the head dimension (model.d_model / model.n_heads)",
-        )
         self.base = float(base)
         self.per_layer = per_layer
         sets = self.n_layers if per_layer else 1

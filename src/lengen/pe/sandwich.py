@@ -34,6 +34,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
 
 
@@ -63,14 +64,12 @@ class Sandwich(PositionalEncoding):
     """
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
-    bias_of_distance = True  # randomized positions randomize the distances (base class)
+    # bias_of_distance: randomized positions randomize the distances (base class)
+    causal_only, supports_axes, bias_of_distance = options.facts("Sandwich")
 
     def __init__(self, *, dim: int = 128, base: float = 10000.0, **kwargs) -> None:
         super().__init__(**kwargs)
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2 or dim % 2:
-            raise ValueError(f"pe.dim must be an even integer >= 2, got {dim!r}")
-        if not base > 1:
-            raise ValueError(f"pe.base must be > 1, got {base}")
+        options.check_sandwich(self.run, dim=dim, base=base)
         self.dim = dim
         self.base = float(base)
         # plain attributes, not buffers: model.to(bfloat16) must not round them

@@ -33,15 +33,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
-from lengen.pe.grid import axis_share, check_grid_positions, grid_positions, has_position
-
-LAYOUTS = ("interleaved", "concatenated")
-
-
-def check_layout(layout: str) -> None:
-    if layout not in LAYOUTS:
-        raise ValueError(f"pe.layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
+from lengen.pe.grid import check_grid_positions, grid_positions, has_position
+from lengen.pe.rules import axis_share
+from lengen.pe.rules import check_sinusoidal_layout as check_layout
 
 
 def sinusoid_inverse_frequencies(dim: int, base: float = 10000.0) -> Tensor:
@@ -122,17 +118,11 @@ class Sinusoidal(PositionalEncoding):
     On A axes (``axes``) the channels are split between the axes (``grid_sinusoids``).
     """
 
-    supports_axes = True
+    causal_only, supports_axes, bias_of_distance = options.facts("Sinusoidal")
 
     def __init__(self, *, base: float = 10000.0, layout: str = "interleaved", **kwargs) -> None:
         super().__init__(**kwargs)
-        if not base > 1:
-            raise ValueError(f"pe.base must be > 1, got {base}")
-        check_layout(layout)
-        if self.d_model % 2:
-            raise ValueError(f"pe=sinusoidal needs an even model.d_model, got {self.d_model}")
-        if self.axes > 1:
-            axis_share(self.d_model, self.axes, "pe=sinusoidal: model.d_model")
+        options.check_sinusoidal(self.run, base=base, layout=layout)
         self.base = float(base)
         self.layout = layout
 

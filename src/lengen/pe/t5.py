@@ -42,6 +42,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
 
 
@@ -82,42 +83,19 @@ class T5RelativeBias(PositionalEncoding):
     """
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
-    bias_of_distance = True  # randomized positions randomize the distances (base class)
-    #: T5's max_distance and the training length it was chosen for (Raffel et al.: 512 tokens)
-    PAPER_MAX_DISTANCE, PAPER_TRAIN_LENGTH = 128, 512
+    # bias_of_distance: randomized positions randomize the distances (base class)
+    causal_only, supports_axes, bias_of_distance = options.facts("T5RelativeBias")
 
     def __init__(self, *, num_buckets: int = 32, max_distance: int | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
-        if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or num_buckets < 4:
-            raise ValueError(f"pe.num_buckets must be an integer >= 4, got {num_buckets!r}")
-        self.max_distance_source = "given"
-        if max_distance is None:
-            max_distance, self.max_distance_source = self.default_max_distance(num_buckets)
-        if (
-            isinstance(max_distance, bool)
-            or not isinstance(max_distance, int)
-            or max_distance <= num_buckets // 2
-        ):
-            raise ValueError(
-                f"pe.max_distance must be an integer > pe.num_buckets // 2 = {num_buckets // 2} "
-                f"(the exactly represented distances), or null (train_positions // 4), got "
-                f"{max_distance!r}"
-            )
+        # null: sized from the training positions (options.t5_max_distance: T5's ratio)
+        max_distance, self.max_distance_source = options.check_t5(
+            self.run, num_buckets=num_buckets, max_distance=max_distance
+        )
         self.num_buckets = num_buckets
         self.max_distance = max_distance
         self.table = nn.Embedding(num_buckets, self.n_heads)  # (buckets, H)
         nn.init.normal_(self.table.weight, std=self.d_model**-0.5)
-
-    def default_max_distance(self, num_buckets: int) -> tuple[int, str]:
-        """``pe.max_distance: null`` -> (value, where it came from)."""
-        if not self.train_positions:
-            return self.PAPER_MAX_DISTANCE, "T5's 128 (training positions unknown)"
-        ratio = self.PAPER_TRAIN_LENGTH // self.PAPER_MAX_DISTANCE  # 4
-        value = max(self.train_positions // ratio, num_buckets // 2 + 1)
-        return (
-            value,
-            f"max(train_positions {self.train_positions} // {ratio}, num_buckets // 2 + 1)",
-        )
 
     def score_bias(self, heads: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         # heads, q_positions, k_positions broadcast to e.g. (H, Tq, Tk); the result is fp32

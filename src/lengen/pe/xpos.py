@@ -39,7 +39,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lengen.pe.base import PositionalEncoding, positive_number_or_null
+from lengen.pe import options
+from lengen.pe.base import PositionalEncoding
 from lengen.pe.rope import check_layout, rope_angles, rotate_pairs
 
 
@@ -111,7 +112,7 @@ class XPos(PositionalEncoding):
         gamma: γ' in ζ_i = (2i/d + γ')/(1 + γ'); must be > 0 (0.4 in the paper).
     """
 
-    causal_only = True
+    causal_only, supports_axes, bias_of_distance = options.facts("XPos")
     #: the paper's scale base and the training length it served (Sun et al., 2023)
     PAPER_SCALE_BASE, PAPER_TRAIN_LENGTH = 512.0, 1024
 
@@ -125,16 +126,12 @@ class XPos(PositionalEncoding):
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
-        if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
-            raise ValueError(f"pe.base must be a number > 1, got {base!r}")
-        scale_base = positive_number_or_null("pe.scale_base", scale_base)
+        scale_base = options.check_xpos(
+            self.run, base=base, layout=layout, scale_base=scale_base, gamma=gamma
+        )
         self.scale_base_source = "given"
         if scale_base is None:
             scale_base, self.scale_base_source = self.default_scale_base()
-        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma > 0:
-            raise ValueError(f"pe.gamma must be a number > 0, got {gamma!r}")
-        check_layout(layout)
-        self.require_even_head_dim("xpos")
         self.base = float(base)
         self.layout = layout
         self.scale_base = float(scale_base)

@@ -9,10 +9,7 @@ than any other string: sums and products are column sums whose carries
 from __future__ import annotations
 
 import math
-
-import torch
-import torch.nn.functional as F
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from lengen.checks import positive_int
 from lengen.data.tasks.base import (
@@ -24,6 +21,10 @@ from lengen.data.tasks.base import (
     uniform_ints,
 )
 from lengen.data.tasks.strings import CHOMSKY
+from lengen.lazy import torch
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def digit_names(base: int) -> list[str]:
@@ -153,7 +154,7 @@ class BinaryMultiplication(_BinaryOperation):
         batch, n = inputs.shape
         a, b = self.operands(inputs)
         # column sums of the long multiplication: a full convolution per row (exact in float64)
-        columns = F.conv1d(
+        columns = torch.nn.functional.conv1d(
             a.double()[None],  # (1, B, n)
             b.double().flip(1)[:, None],  # (B, 1, n)
             padding=n - 1,
@@ -248,7 +249,7 @@ class ComputeSqrt(Task):
     def solve(self, inputs: Tensor) -> Tensor:
         batch, n = inputs.shape
         half = math.ceil(n / 2)
-        bits = F.pad(inputs, (n % 2, 0))  # (B, 2·half) big-endian, even width
+        bits = torch.nn.functional.pad(inputs, (n % 2, 0))  # (B, 2·half) big-endian, even width
         # the leading 2k bits: exact integer square root in int64 (float guess, then correct)
         k = min(half, self.int64_pairs)
         weights = 2 ** torch.arange(2 * k - 1, -1, -1)  # (2k,) big-endian place values
@@ -263,7 +264,9 @@ class ComputeSqrt(Task):
         # on bit tensors (least significant first); remainder <= 2·root always
         width = half + 2
         remainder = (top - root * root)[:, None] >> torch.arange(width) & 1  # (B, width)
-        root = F.pad(root[:, None] >> torch.arange(k) & 1, (0, half - k))  # (B, half)
+        root = torch.nn.functional.pad(
+            root[:, None] >> torch.arange(k) & 1, (0, half - k)
+        )  # (B, half)
         one_zero = torch.tensor([1, 0]).expand(batch, 2)
         positions = torch.arange(width).expand(batch, width)
         for step in range(k, half):
@@ -276,7 +279,7 @@ class ComputeSqrt(Task):
             last_differing = torch.where(differs, positions, -1).cummax(dim=1).values
             borrow_out = (last_differing >= 0) & (trial.gather(1, last_differing.clamp(min=0)) == 1)
             fits = ~borrow_out[:, -1:]  # (B, 1) remainder >= trial
-            borrow_in = F.pad(borrow_out[:, :-1], (1, 0)).long()
+            borrow_in = torch.nn.functional.pad(borrow_out[:, :-1], (1, 0)).long()
             difference = remainder ^ trial ^ borrow_in
             remainder = torch.where(fits, difference, remainder)
             root = torch.cat([fits.long(), root[:, :-1]], dim=1)  # 2·root + fits

@@ -12,11 +12,14 @@ below run per tree level, per carry pass or per answer bit, each step vectorised
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from lengen.checks import positive_int
-from lengen.data.layout import format_batch
+from lengen.data.layout import format_batch, tokens
+from lengen.lazy import torch
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 class Task:
@@ -68,6 +71,13 @@ class Task:
     def grid_shape(self, length: int) -> tuple[int, ...] | None:
         """The token grid of an instance of this length; None for sequences."""
         return None
+
+    def extent(self, length: int, model_kind: str) -> tuple[int, int]:
+        """(positions along one axis, tokens) of an instance of this length as ``format``
+        lays it out, computed without building one: what encodings and batches are sized
+        from."""
+        width = tokens(self.input_length(length), self.answer_length(length), model_kind)
+        return width, width
 
     def format(self, inputs: Tensor, answers: Tensor, model_kind: str) -> dict:
         """inputs (B, n), answers (B, m) -> the model's batch (``lengen.data.layout``)."""

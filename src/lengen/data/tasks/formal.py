@@ -11,13 +11,17 @@ terminator, every answer position is scored (``exact_match`` is unaffected).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
-from torch import Tensor
 
 from lengen.checks import positive_int
 from lengen.data.tasks.base import Task, uniform_ints
 from lengen.data.tasks.strings import CHOMSKY, Sort
+from lengen.lazy import torch
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 class _BinaryVerdict(Task):

@@ -16,12 +16,15 @@ or symbols never trained.
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from lengen.checks import positive_int
 from lengen.data.layout import format_grid, grid_coordinates
 from lengen.data.tasks.base import Task, uniform_ints
+from lengen.lazy import torch
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 #: the name of each axis of a grid (2) or volume (3), axis 0 first
 AXIS_NAMES = {2: ("row", "column"), 3: ("depth", "row", "column")}
@@ -55,6 +58,12 @@ class GridTask(Task):
 
     def grid_shape(self, length: int) -> tuple[int, ...]:
         return (length,) * self.axes
+
+    def extent(self, length: int, model_kind: str) -> tuple[int, int]:
+        cells = self.input_length(length)
+        return max(self.grid_shape(length)), cells + (
+            0 if self.dense else self.answer_length(length)
+        )
 
     def format(self, inputs: Tensor, answers: Tensor, model_kind: str) -> dict:
         if model_kind not in self.model_kinds:

@@ -6,11 +6,14 @@ can report exactness by depth (``accuracy_by_depth.json``).
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from lengen.checks import positive_int
 from lengen.data.tasks.base import Task, gather_shifted, uniform_ints
+from lengen.lazy import torch
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 class AssociativeRecall(Task):

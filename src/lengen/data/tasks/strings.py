@@ -8,11 +8,14 @@ on Length Generalization in Transformers" (NeurIPS).
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from lengen.checks import positive_int
 from lengen.data.tasks.base import AlphabetTask, Task
+from lengen.lazy import torch
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 CHOMSKY = "Delétang et al. 2023, Neural Networks and the Chomsky Hierarchy (ICLR)"
 
