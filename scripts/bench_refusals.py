@@ -8,9 +8,10 @@ it met the target. Run it on a quiet machine:
     .venv/bin/python scripts/bench_refusals.py --repeats 5
 
 Kinds: ``key`` (an unknown key or group choice: config composition only), ``value`` (a value
-the config layer checks), ``component`` (a check inside a component's constructor: data and
-model are built, the model on the meta device, so torch is imported), ``eval`` (eval.py's own
-checks of its command line and the run directory).
+the config layer checks), ``component`` (a component's own check: the data source's, the
+model's or the encoding's, run by ``lengen.build.check_components`` without importing torch
+for lengen's own components; the text case reads no corpus), ``eval`` (eval.py's own checks of
+its command line and the run directory).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ CASES = [
     ("component", "train.py", ["pe=learned", "pe.policy=error"]),
     ("component", "train.py", ["data.task.n_symbols=1"]),
     ("component", "train.py", ["data=grid_locate", "model=encoder", "pe=t5"]),
+    ("component", "train.py", ["+pe.bse=500"]),
+    ("component", "train.py", ["experiment=wikitext2_cpu", "pe=learned", "pe.policy=error"]),
     ("eval", "eval.py", ["run=/nonexistent/run"]),
 ]
 

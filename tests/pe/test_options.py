@@ -74,6 +74,12 @@ def test_every_shipped_yaml_passes_with_a_typical_run(name, short):
     assert check_encoding(node, **RUN) is True
 
 
+def test_a_key_the_encoding_does_not_take_is_named_with_the_allowed_ones():
+    node = {**yaml_node("rope"), "bse": 500}
+    with pytest.raises(ValueError, match=r"^pe\.bse: RoPE takes no such key; allowed: base, "):
+        check_encoding(node, **RUN)
+
+
 @pytest.mark.parametrize("target", ["my_package.pe.MyBias", "my_package.RoPE", "lengen.pe.Nope"])
 def test_an_encoding_not_shipped_is_left_to_its_constructor(target):
     node = {"_target_": target, "_partial_": True, "name": "mine", "scale": -1}
