@@ -98,6 +98,13 @@ def test_a_sweep_value_that_cannot_run_is_refused_before_any_run(tmp_path):
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
 
 
+def test_a_kernel_the_device_cannot_train_with_is_refused_before_the_run_directory(tmp_path):
+    result = train("pe=alibi", "model.attention=flex", f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "error: model.attention=flex cannot train on cpu" in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_refused_single_run_leaves_nothing_behind(tmp_path):
     result = train("pe=xpos", "model=encoder", f"hydra.run.dir={tmp_path / 'run'}")
     assert result.returncode == 2

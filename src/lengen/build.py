@@ -118,8 +118,8 @@ def check_components(cfg: DictConfig) -> bool:
     ``validate`` and the encoding learns its positions from ``planned_positions``. Raises
     ConfigError naming the key. -> True when this covered the config; False when a component
     is not lengen's (a user's encoding or model, which its constructor checks) or the kernel
-    option is ``flex`` (its policy reads the built encoding): ``build(cfg, meta=True)`` then
-    runs their checks."""
+    option is ``flex`` (its policy reads the built encoding and the device):
+    ``check_by_building`` then runs their checks."""
     from hydra.utils import get_class
 
     from lengen.model.options import STACKS, check_model, kind_of
@@ -143,6 +143,17 @@ def check_components(cfg: DictConfig) -> bool:
         if data is not None:
             data.check_sampling()
     return all(known) and kind_of(model._target_) is not None and model.get("attention") != "flex"
+
+
+def check_by_building(cfg: DictConfig) -> None:
+    """The checks ``check_components`` leaves to the components themselves: build them on the
+    meta device (their constructors check their keys), and ask the kernel policy whether
+    ``model.attention`` can train on the device the run will train on."""
+    _, model, _ = build(cfg, meta=True)
+    accelerator = str(cfg.trainer.accelerator)
+    cuda = accelerator in ("gpu", "cuda") or (accelerator == "auto" and cuda_available())
+    with user_errors():
+        model.check_kernel("cuda" if cuda else "mps" if accelerator == "mps" else "cpu")
 
 
 #: initialisers with nothing to compute on the meta device (``torch.nn.init`` and in-place

@@ -135,7 +135,7 @@ def precheck(arguments: Sequence[str]) -> int | None:
     None to go on. Raises ConfigError (one line naming the key)."""
     from hydra.utils import get_class
 
-    from lengen.build import build, check_components, check_resources
+    from lengen.build import check_by_building, check_components, check_resources
     from lengen.config import check_group_overrides, validate
     from lengen.rundir import RunDirectory, is_rank_zero
 
@@ -159,7 +159,7 @@ def precheck(arguments: Sequence[str]) -> int | None:
         # a component of the user's: its constructor checks it (text reads its corpus at run
         # time, so the build checks it then)
         if not check_components(cfg) and get_class(cfg.data._target_).cheap_to_build:
-            build(cfg, meta=True)
+            check_by_building(cfg)
     return None
 
 
