@@ -42,14 +42,8 @@ def test_shapes_only_leaves_other_computation_alone():
     assert torch.nn.Linear(3, 4).weight.device.type == "cpu"  # the context is gone
 
 
-def test_a_meta_build_does_not_import_torch_dynamo():
-    """Meta kernels of random initialisers import torch._dynamo on first use (about 1 s of a
-    refused command); the meta build skips them. Checked in a fresh interpreter."""
-    code = (
-        "import sys; from helpers import compose_train; from lengen.build import build; "
-        "build(compose_train('pe=rope'), meta=True); "
-        "print('torch._dynamo' in sys.modules)"
-    )
+def fresh_python(code: str) -> str:
+    """Run ``code`` in a fresh interpreter (tests/ importable) -> its stripped stdout."""
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -58,7 +52,18 @@ def test_a_meta_build_does_not_import_torch_dynamo():
         env={**os.environ, "PYTHONPATH": "tests"},
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "False"
+    return done.stdout.strip()
+
+
+def test_a_meta_build_does_not_import_torch_dynamo():
+    """Meta kernels of random initialisers import torch._dynamo on first use (about 1 s of a
+    refused command); the meta build skips them. Checked in a fresh interpreter."""
+    code = (
+        "import sys; from helpers import compose_train; from lengen.build import build; "
+        "build(compose_train('pe=rope'), meta=True); "
+        "print('torch._dynamo' in sys.modules)"
+    )
+    assert fresh_python(code).splitlines()[-1] == "False"
 
 
 # -- check_components: every shipped component's checks, without torch ---------------------
@@ -99,15 +104,7 @@ def test_component_refusals_import_no_torch():
         "        pass\n"
         "    print(overrides, is_loaded('torch'))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": "tests"},
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.strip().splitlines()
+    lines = fresh_python(code).splitlines()
     assert len(lines) == len(COMPONENT_REFUSALS)
     assert [line for line in lines if line.endswith("True")] == []
 

@@ -124,8 +124,7 @@ def table_rows(policy: str, table_size, trained: int | None, needed: int, unit: 
     ``pe.policy=error`` refuses evaluation that needs more rows than the table holds."""
     if table_size is None:
         table_size = needed if policy == "extend" else (trained or needed)
-    if isinstance(table_size, bool) or not isinstance(table_size, int) or table_size < 1:
-        raise ValueError(f"pe.table_size must be a positive integer, got {table_size!r}")
+    positive_int("pe.table_size", table_size)
     if policy == "error" and needed > table_size:
         raise ValueError(
             f"pe.policy=error: evaluation needs {needed} {unit} but the learned table holds "
@@ -243,8 +242,7 @@ def check_t5(
     run: Run, *, num_buckets: int = 32, max_distance: int | None = None
 ) -> tuple[int, str]:
     """``lengen.pe.t5.T5RelativeBias``'s keys -> (max_distance, where it came from)."""
-    if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or num_buckets < 4:
-        raise ValueError(f"pe.num_buckets must be an integer >= 4, got {num_buckets!r}")
+    positive_int("pe.num_buckets", num_buckets, minimum=4)
     max_distance, source = t5_max_distance(run, num_buckets, max_distance)
     if (
         isinstance(max_distance, bool)
@@ -276,8 +274,7 @@ def check_fire(
     run: Run, *, mlp_width: int = 32, init_c: float = 0.1, init_threshold: float | None = None
 ) -> float | None:
     """``lengen.pe.fire.FIRE``'s keys -> init_threshold as a float, None for the default."""
-    if isinstance(mlp_width, bool) or not isinstance(mlp_width, int) or mlp_width < 1:
-        raise ValueError(f"pe.mlp_width must be a positive integer, got {mlp_width!r}")
+    positive_int("pe.mlp_width", mlp_width)
     if not is_number(init_c) or not init_c > 0:
         raise ValueError(f"pe.init_c must be a number > 0, got {init_c!r}")
     return positive_number_or_null("pe.init_threshold", init_threshold)

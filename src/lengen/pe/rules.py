@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from lengen.checks import check_heads
+from lengen.checks import check_heads, positive_int
 
 #: ``pe.randomized_relative``: how randomized positions reach a bias of distances
 RANDOMIZED_RELATIVE = ("distances", "positions")
@@ -247,8 +247,7 @@ def check_shared(
     with ``facts``), in its order -> the Run, ``randomized_relative`` resolved."""
     check_heads(d_model, n_heads)
     check_axes(name, facts.supports_axes, axes, randomized)
-    if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
-        raise ValueError(f"model.n_layers must be a positive integer, got {n_layers!r}")
+    positive_int("model.n_layers", n_layers)
     if facts.causal_only and not causal:
         raise ValueError(
             f"pe: {name} is defined for causal attention only; allowed: "
