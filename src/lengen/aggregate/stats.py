@@ -168,7 +168,6 @@ def summary_rows(summary: Summary) -> list[dict]:
                 "_pe_settings": pe_settings[digest],
                 "_n_learned": learned.count(True),
                 "_n_unchecked": learned.count(None),
-                "_language_modelling": all(row.get("accuracy") is None for row in rows),
                 "_length_unit": length_unit(rows[0]),
                 "_rank_hash": config_hash(run.config, (*IGNORED_KEYS, "pe")),
             }
