@@ -222,3 +222,34 @@ def test_mcgill_paper_recipe_has_the_papers_table_2_settings():
     assert (cfg.optim.lr, cfg.optim.weight_decay, cfg.data.batch_size) == (3e-5, 0.05, 64)
     assert cfg.trainer.max_steps == 40000 and cfg.optim.warmup_steps == 0.06 * 40000
     assert cfg.data.len == 20 and max(eval_lengths(cfg)) == 2 * cfg.data.len
+
+
+# -- the yamls show their config classes' defaults (lengen.schema) -----------------------------
+def pe_yaml_options(name: str) -> dict:
+    """configs/pe/<name>.yaml over train.yaml's shared pe options, as composed, without Hydra's
+    keys and lengen's ``name``."""
+    from omegaconf import OmegaConf
+
+    from lengen.pe.options import encoding_keys
+
+    shared = OmegaConf.load(CONFIG_DIR / "train.yaml").pe
+    node = OmegaConf.merge(shared, OmegaConf.load(CONFIG_DIR / "pe" / f"{name}.yaml"))
+    return encoding_keys(OmegaConf.to_container(node))
+
+
+def pe_options_class(name: str):
+    from hydra.utils import get_class
+    from omegaconf import OmegaConf
+
+    return get_class(OmegaConf.load(CONFIG_DIR / "pe" / f"{name}.yaml")._target_).Options
+
+
+@pytest.mark.parametrize("name", yaml_choices("pe"))
+def test_pe_yaml_holds_every_option_of_its_config_class_and_no_other(name):
+    assert sorted(pe_yaml_options(name)) == sorted(pe_options_class(name).defaults())
+
+
+@pytest.mark.parametrize("name", yaml_choices("pe"))
+def test_pe_yaml_shows_the_config_classes_defaults(name):
+    defaults = pe_options_class(name).defaults()
+    assert pe_yaml_options(name) == {key: defaults[key] for key in pe_yaml_options(name)}

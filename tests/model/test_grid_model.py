@@ -8,7 +8,7 @@ import torch
 
 from helpers import pe_factory, textbook_attention
 from lengen.model import EncoderOnly
-from lengen.model.attention import attend, choose_kernel
+from lengen.model.kernels import attend, choose_kernel
 from lengen.pe import ALiBi, grid_positions
 from lengen.pe.rules import GRID_ENCODINGS
 

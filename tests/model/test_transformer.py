@@ -1,5 +1,5 @@
 """Model invariants for every positional encoding and every model kind (the attention kernels
-themselves: test_attention_kernels.py).
+themselves: test_kernels.py).
 
 Tiny models (d_model 32, 2 layers, 4 heads, d_ff 64), dropout 0, eval mode. For the invariance
 checks the weights are redrawn at unit gain (std fan_in^-1/2) so attention is far from uniform
@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from helpers import pe_factory
 from lengen.data.datamodule import TaskData
 from lengen.data.tasks import Copy
 from lengen.model import DecoderOnly, EncoderDecoder, EncoderOnly
@@ -181,6 +182,14 @@ def test_cross_attention_every_query_sees_all_memory():
         after = module(x, pe, torch.arange(5), perturbed)
         difference = (after - before).abs().amax(dim=(0, 2))  # (T,)
         assert (difference > CHANGED).all(), index
+
+
+def test_model_sets_its_kernel_on_every_self_attention_layer():
+    t5 = pe_factory("t5", num_buckets=8, max_distance=6)  # a relative bias: flex can run it
+    model = EncoderDecoder(pe=t5, vocab_size=16, d_model=32, n_layers=2, n_heads=4, d_ff=64,
+                           attention="flex")  # fmt: skip
+    kernels = {m.kernel for m in model.modules() if isinstance(m, MultiHeadAttention)}
+    assert kernels == {"flex"}
 
 
 # -- length extrapolation runs ---------------------------------------------------------------

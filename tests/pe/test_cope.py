@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lengen.model import DecoderOnly
-from lengen.model.attention import attend
+from lengen.model.kernels import attend
 from lengen.pe import NoPE
 from lengen.pe.cope import CoPE, cope_positions, interpolated_logits
 

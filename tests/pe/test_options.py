@@ -1,14 +1,14 @@
-"""lengen.pe.options: every encoding's checks of the user's input, without torch.
+"""lengen.pe.options: every encoding's typed config and its checks, without torch.
 
 The early layer refuses a bad command line with ``check_encoding`` before torch is imported; the
-constructors call the same functions, so both refuse with the same message. Glob-driven over
+encodings build the same config (``self.cfg``), so there is one check to test. Glob-driven over
 configs/pe: a new yaml is covered with no test edit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-import inspect
 import subprocess
 import sys
 
@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 import lengen.pe
 from helpers import CONFIG_DIR, yaml_choices
 from lengen.pe import options
-from lengen.pe.options import SHIPPED, check_encoding
+from lengen.pe.options import check_encoding, options_of
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -103,7 +103,7 @@ BAD = [
     ("nope", {}, {"log_length_scale": "no"}, r"^pe\.log_length_scale must be true or false, got 'no'$"),
     ("rope", {}, {"randomized": True}, r"^pe\.max_position must be an integer >= 64 \(the longest sequence this run sees\) when pe\.randomized=true, got None$"),
     ("rope", {"max_positions": 257}, {"randomized": True, "max_position": 100}, r"^pe\.max_position must be an integer >= 257 .*got 100$"),
-    ("rope", {}, {"randomized_relative": "distances"}, r"^pe\.randomized_relative applies to bias encodings of distances \(alibi, t5, kerple, sandwich, fire\), not to RoPE; allowed here: null$"),
+    ("rope", {}, {"randomized_relative": "distances"}, r"^pe\.randomized_relative: RoPE takes no such key; allowed: base, "),
     ("alibi", {}, {"randomized_relative": "offsets"}, r"^pe\.randomized_relative must be one of distances, positions; got 'offsets'$"),
     # rope
     ("rope", {}, {"base": 0.5}, r"^pe\.base must be > 1, got 0\.5$"),
@@ -177,53 +177,53 @@ def bad_id(case) -> str:
 
 
 @pytest.mark.parametrize(("name", "run", "keys", "message"), BAD, ids=[bad_id(c) for c in BAD])
-def test_bad_input_is_refused_as_building_refuses_it(name, run, keys, message):
+def test_bad_input_is_refused_with_the_documented_message(name, run, keys, message):
     node = {**yaml_node(name), **keys}
-    run = {**RUN, "axes": 1, "n_layers": 1, **run}
-    early = refusal(lambda: check_encoding(node, **run))
-    cls = get_class(node["_target_"])
-    built = refusal(lambda: cls(**run, **constructor_keys(node)))
-    assert str(early) == str(built)
     with pytest.raises(ValueError, match=message):
-        raise early
+        check_encoding(node, **{**RUN, **run})
 
 
-def test_every_shipped_yaml_has_a_bad_input_above():
-    assert {case[0] for case in BAD} == set(yaml_choices("pe"))
+def test_building_an_encoding_refuses_as_its_config_does():
+    # the constructor consumes the same config: one representative refusal through it
+    node = yaml_node("rope")
+    with pytest.raises(ValueError, match=r"^pe\.base must be > 1, got 0\.5$"):
+        get_class(node["_target_"])(**RUN, **{**constructor_keys(node), "base": 0.5})
 
 
-# -- one source: the classes and options.py agree ----------------------------------------------
-def shipped_class(name: str) -> type:
-    return getattr(importlib.import_module(f"lengen.pe.{SHIPPED[name].module}"), name)
+def option_rules(name: str) -> list[str]:
+    """The options of configs/pe/<name>.yaml's config class that carry a rule."""
+    cls = get_class(yaml_node(name)["_target_"]).Options
+    return [f.name for f in dataclasses.fields(cls) if f.metadata.get("rule") is not None]
 
 
-def keywords(function, skip=()) -> list[tuple[str, object]]:
-    """The keyword-only parameters of ``function`` with their defaults, in order."""
-    parameters = inspect.signature(function).parameters.values()
-    return [
-        (p.name, p.default)
-        for p in parameters
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in skip
-    ]
+@pytest.mark.parametrize(
+    ("name", "key"), [(name, key) for name in yaml_choices("pe") for key in option_rules(name)]
+)
+def test_every_option_with_a_rule_refuses_a_value_of_no_allowed_kind(name, key):
+    node = {**yaml_node(name), key: "no-such-value"}
+    with pytest.raises(ValueError, match=rf"^pe\.{key} "):
+        check_encoding(node, **RUN)
+
+
+# -- one source: the classes read their config -------------------------------------------------
+@pytest.mark.parametrize("name", yaml_choices("pe"))
+def test_a_shipped_class_consumes_the_config_found_without_torch(name):
+    target = yaml_node(name)["_target_"]
+    assert get_class(target).Options is options_of(target)
 
 
 @pytest.mark.parametrize("name", yaml_choices("pe"))
-def test_class_facts_are_the_tables(name):
+def test_class_facts_are_its_configs(name):
     cls = get_class(yaml_node(name)["_target_"])
-    declared = (cls.causal_only, cls.supports_axes, cls.bias_of_distance)
-    assert declared == tuple(options.facts(cls.__name__))
+    assert all(getattr(cls, fact) == getattr(cls.Options, fact) for fact in options.FACTS)
 
 
-@pytest.mark.parametrize("name", [n for n in SHIPPED if n != "PositionalEncoding"])
-def test_each_check_takes_its_constructors_keywords_and_defaults(name):
-    # a key a yaml omits takes the same default in check_encoding as in the build
-    own = shipped_class(name).__dict__.get("__init__")
-    assert keywords(SHIPPED[name].check) == (keywords(own) if own else [])
+def test_a_class_declaring_a_fact_itself_is_checked_by_it():
+    class Mine(lengen.pe.PositionalEncoding):
+        causal_only = True
 
-
-def test_the_shared_checks_take_the_base_constructors_keywords_and_defaults():
-    base = keywords(shipped_class("PositionalEncoding").__init__)
-    assert keywords(options.check_shared) == base
+    with pytest.raises(ValueError, match=r"^pe: Mine is defined for causal attention only"):
+        Mine(**{**RUN, "causal": False})
 
 
 # -- the package's names, resolved lazily ------------------------------------------------------

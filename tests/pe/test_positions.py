@@ -22,7 +22,7 @@ from helpers import compose_train, sharpen, yaml_choices
 from lengen.build import build
 from lengen.config import ConfigError
 from lengen.model import DecoderOnly
-from lengen.model.attention import attend
+from lengen.model.kernels import attend
 from lengen.pe import FIRE, KERPLE, ALiBi, NoPE, RoPE, Sandwich, T5RelativeBias
 from lengen.pe.fire import fire_log_transform
 
@@ -87,8 +87,9 @@ def test_randomized_needs_max_position_covering_the_run():
 
 
 def test_randomized_positions_reach_the_bias():
-    """ALiBi's distances come from the drawn positions, not from token indices."""
-    pe = randomized(ALiBi).eval()
+    """Under randomized_relative=positions, ALiBi's distances are those of the drawn
+    positions, not of token indices."""
+    pe = randomized(ALiBi, randomized_relative="positions").eval()
     positions = pe.positions(5)
     bias = pe.attention_bias(positions, positions)
     expected = -pe.slopes[:, None, None] * (positions[:, None] - positions[None, :]).abs()
@@ -135,7 +136,7 @@ def test_log_length_scale_off_by_default():
 
 def test_log_length_scale_sharpens_attention_logits():
     """The attention output equals softmax(s · qkᵀ/√d) V with s the log-length factor."""
-    from lengen.model.attention import attend
+    from lengen.model.kernels import attend
 
     pe = NoPE(d_model=32, n_heads=4, train_positions=4, log_length_scale=True)
     q, k, v = torch.randn(3, 1, 4, 16, 8).unbind(0)

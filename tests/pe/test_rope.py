@@ -12,17 +12,15 @@ Sun et al. 2023 / torchscale ``XPOS`` (xPos), Vaswani et al. 2017 §3.5 (sinusoi
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 from torch import Tensor
 
 from helpers import CONFIG_DIR
-from lengen.model.attention import attend
+from lengen.model.kernels import attend
 from lengen.pe.rope import (
     SCALINGS,
     RoPE,
@@ -154,31 +152,6 @@ def test_default_rope_module_equals_plain_apply_rope_bitwise():
     torch.testing.assert_close(rotated_k, apply_rope(k, k_positions), rtol=0, atol=0)
     assert pe.attention_scale(1000) == 1.0
     assert pe.describe() == {}
-
-
-def test_yaml_defaults_equal_class_defaults():
-    # configs/pe/rope.yaml must reproduce plain RoPE: each key equals the constructor default
-    config = OmegaConf.to_container(OmegaConf.load(PE_DIR / "rope.yaml"))
-    defaults = {
-        name: parameter.default
-        for name, parameter in inspect.signature(RoPE.__init__).parameters.items()
-        if parameter.default is not inspect.Parameter.empty
-    }
-    options = {k: v for k, v in config.items() if not k.startswith("_") and k != "name"}
-    assert set(options) == set(defaults)
-    assert options == defaults
-
-
-@pytest.mark.parametrize(("cls", "stem"), [(XPos, "xpos"), (Sinusoidal, "sinusoidal")])
-def test_other_yamls_list_every_option_at_its_default(cls, stem):
-    config = OmegaConf.to_container(OmegaConf.load(PE_DIR / f"{stem}.yaml"))
-    defaults = {
-        name: parameter.default
-        for name, parameter in inspect.signature(cls.__init__).parameters.items()
-        if parameter.default is not inspect.Parameter.empty
-    }
-    options = {k: v for k, v in config.items() if not k.startswith("_") and k != "name"}
-    assert options == defaults
 
 
 # -- Position Interpolation ------------------------------------------------------------------

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from lengen.checks import positive_int
 
-#: ``model.attention`` choices: ``auto`` picks among SDPA paths (``lengen.model.attention``);
+#: ``model.attention`` choices: ``auto`` picks among SDPA paths (``lengen.model.kernels``);
 #: ``flex`` sends relative biases at full passes to FlexAttention.
 KERNELS = ("auto", "flex")
 

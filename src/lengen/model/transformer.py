@@ -24,8 +24,9 @@ from collections.abc import Callable
 from torch import Tensor, nn
 
 from lengen.checks import check_heads, positive_int
-from lengen.model.attention import MultiHeadAttention, choose_kernel
+from lengen.model.attention import MultiHeadAttention
 from lengen.model.cache import DecodingCache, LayerCache
+from lengen.model.kernels import choose_kernel
 from lengen.pe.base import PositionalEncoding
 
 PEFactory = Callable[..., PositionalEncoding]

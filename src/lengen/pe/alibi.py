@@ -96,33 +96,21 @@ class ALiBi(PositionalEncoding):
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
     # bias_of_distance: randomized positions randomize the distances (base class)
-    causal_only, supports_axes, bias_of_distance = options.facts("ALiBi")
+    Options = options.ALiBiOptions
 
-    def __init__(
-        self,
-        *,
-        bidirectional: str = "symmetric",
-        learnable_slopes: bool = False,
-        grid_distance: str = "euclidean",
-        **kwargs,
-    ) -> None:
-        super().__init__(**kwargs)
-        options.check_alibi(
-            self.run,
-            bidirectional=bidirectional,
-            learnable_slopes=learnable_slopes,
-            grid_distance=grid_distance,
-        )
+    def __init__(self, **keywords) -> None:
+        super().__init__(**keywords)
         if self.axes > 1:
             # a distance between cells: not one offset along one axis (module docstring)
             self.bias_is_relative = False
-        self.grid_distance = grid_distance
-        self.bidirectional = bidirectional
-        self.learnable_slopes = learnable_slopes
+        self.grid_distance = self.cfg.grid_distance
+        self.bidirectional = self.cfg.bidirectional
+        self.learnable_slopes = self.cfg.learnable_slopes
         slopes = alibi_slopes(self.n_heads)
         # a second set only where it can matter: keys after the query exist only without a mask
-        future = slopes.flip(0) if bidirectional == "separate" and not self.causal else None
-        if learnable_slopes:
+        separate = self.bidirectional == "separate" and not self.causal
+        future = slopes.flip(0) if separate else None
+        if self.learnable_slopes:
             self.log_slopes = nn.Parameter(slopes.log())
             self.log_future_slopes = None if future is None else nn.Parameter(future.log())
         else:

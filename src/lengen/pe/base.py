@@ -61,100 +61,82 @@ import math
 import torch
 from torch import Tensor, nn
 
-from lengen.pe import options, rules
+from lengen.pe import options
 
 
 class PositionalEncoding(nn.Module):
     """No positional information (NoPE); the base class of every encoding.
 
-    Args:
-        d_model: model width.
-        n_heads: attention heads (``head_dim = d_model // n_heads``).
-        causal: whether the attention this encoding serves is causal.
-        train_positions: positions used in training (0 … train_positions − 1), if known.
-        max_positions: the largest number of positions the model will ever see (training and
-            evaluation), if known. Only table-based encodings need the last two.
+    Built from keywords: the run's (``EncodingContext``: ``d_model``, ``n_heads``, ``causal``,
+    ``train_positions``, ``max_positions``, ``axes``, ``n_layers``; the model and
+    ``lengen.build`` pass them) and the encoding's options, the fields of its config class
+    ``Options`` (``lengen.pe.options``; each option's default and allowed values are written
+    there once). The options every encoding takes:
+
         randomized: draw positions as a sorted random subset of [0, max_position).
         max_position: the range of randomized positions (must cover every sequence length).
         randomized_eval: also randomize at evaluation (fixed draw per length).
         randomized_relative: for encodings with ``bias_of_distance``, ``distances`` (the
-            reference code's randomized distances; the yamls' default) or ``positions``
-            (distances of random positions; what None means, so that run directories written
+            reference code's randomized distances; their default) or ``positions``
+            (distances of random positions; what null means, so that run directories written
             before the option existed re-evaluate as they trained); refused for the others.
         log_length_scale: multiply q·k logits by max(1, log n / log train_positions).
-        axes: how many axes a position has (1 sequences, 2 grids, 3 volumes). With axes > 1
-            positions are (T, A) integer coordinates, a row of −1s meaning "no position" (a
-            readout slot), and ``train_positions`` / ``max_positions`` are per-axis extents.
-        n_layers: the layers of the stack this encoding serves (the model passes it); only
-            encodings with per-layer parameters use it (``for_layer``).
+
+    With ``axes`` > 1 positions are (T, A) integer coordinates, a row of −1s meaning "no
+    position" (a readout slot), and ``train_positions`` / ``max_positions`` are per-axis
+    extents. ``n_layers``: only encodings with per-layer parameters use it (``for_layer``).
     """
 
-    #: Three facts each shipped encoding takes from ``lengen.pe.options.SHIPPED`` (the early
-    #: checks read them there, without importing torch); a user's encoding sets its own.
-    #: ``causal_only``: defined for causal attention only, a bidirectional stack is refused.
-    #: ``supports_axes``: has a form for positions on several axes (grids, volumes):
-    #: sinusoidal, learned, rope, rope_mixed, alibi, nope; the others refuse ``axes > 1``.
-    #: ``bias_of_distance``: ``score_bias`` is a function of the query–key distance (ALiBi, T5,
-    #: KERPLE, Sandwich, FIRE): such encodings read it through ``relative_distance``, which
-    #: applies the randomized distances of ``randomized_relative="distances"``.
-    causal_only, supports_axes, bias_of_distance = options.facts("PositionalEncoding")
+    #: the config class: options, defaults, checks and the facts ``causal_only``,
+    #: ``supports_axes``, ``bias_of_distance`` (class attributes here too, for the model)
+    Options = options.EncodingOptions
+    causal_only = Options.causal_only
+    supports_axes = Options.supports_axes
+    bias_of_distance = Options.bias_of_distance
     #: True when ``score_bias`` depends on q_position − k_position only (ALiBi, T5, KERPLE,
     #: Sandwich; not FIRE): attention then reads one bias per offset (``relative_bias_table``).
     bias_is_relative = False
 
-    def __init__(
-        self,
-        *,
-        d_model: int,
-        n_heads: int,
-        causal: bool = True,
-        train_positions: int | None = None,
-        max_positions: int | None = None,
-        randomized: bool = False,
-        max_position: int | None = None,
-        randomized_eval: bool = True,
-        randomized_relative: str | None = None,
-        log_length_scale: bool = False,
-        axes: int = 1,
-        n_layers: int = 1,
-    ) -> None:
+    def __init_subclass__(cls, **kwargs) -> None:
+        """The facts come from the config class; a class that declares one itself (a user's
+        encoding written before configs existed) gets a config class that agrees with it."""
+        super().__init_subclass__(**kwargs)
+        declared = {fact: vars(cls)[fact] for fact in options.FACTS if fact in vars(cls)}
+        if any(getattr(cls.Options, fact) != value for fact, value in declared.items()):
+            cls.Options = type(cls.Options.__name__, (cls.Options,), declared)
+        for fact in options.FACTS:
+            setattr(cls, fact, getattr(cls.Options, fact))
+
+    def __init__(self, **keywords) -> None:
         super().__init__()
-        #: the run as checked (``lengen.pe.rules``); subclasses check their keys against it
-        self.run = rules.check_shared(
-            type(self).__name__,
-            rules.Facts.of(type(self)),
-            d_model=d_model,
-            n_heads=n_heads,
-            causal=causal,
-            train_positions=train_positions,
-            max_positions=max_positions,
-            randomized=randomized,
-            max_position=max_position,
-            randomized_eval=randomized_eval,
-            randomized_relative=randomized_relative,
-            log_length_scale=log_length_scale,
-            axes=axes,
-            n_layers=n_layers,
+        name = type(self).__name__
+        context = {key: keywords.pop(key) for key in options.CONTEXT_KEYS if key in keywords}
+        #: the run, as the model and the data describe it
+        self.context = options.EncodingContext(**context)
+        #: the options, checked (``lengen.pe.options``)
+        self.cfg = self.Options.from_keys(keywords, owner=name)
+        #: what the encoding derives from its checked options (RoPE's sizes, …), or None
+        self.derived = self.cfg.check(self.context, name)
+        self.d_model = self.context.d_model
+        self.n_heads = self.context.n_heads
+        self.head_dim = self.context.head_dim
+        self.causal = self.context.causal
+        self.train_positions = self.context.train_positions
+        self.max_positions = self.context.max_positions
+        self.axes = self.context.axes
+        self.n_layers = self.context.n_layers
+        self.randomized = self.cfg.randomized
+        self.max_position = self.cfg.max_position
+        self.randomized_eval = self.cfg.randomized_eval
+        self.log_length_scale = self.cfg.log_length_scale
+        #: bias encodings of distances: ``distances`` or ``positions``; None for the others
+        self.randomized_relative = (
+            self.cfg.randomized_distances() if self.cfg.bias_of_distance else None
         )
-        self.d_model = d_model
-        self.n_heads = n_heads
-        self.head_dim = d_model // n_heads
-        self.causal = causal
-        self.train_positions = train_positions
-        self.max_positions = max_positions
-        self.randomized = randomized
-        self.max_position = max_position
-        self.randomized_eval = randomized_eval
-        self.log_length_scale = log_length_scale
-        self.axes = axes
-        self.n_layers = n_layers
-        # None resolved: ``positions`` for bias encodings of distances (a run directory written
-        # before the option existed, or a module built directly)
-        self.randomized_relative = self.run.randomized_relative
         #: randomized distances: the bias is Toeplitz within a pass but its table changes with
         #: every draw, so attention builds it per query block (the per-offset table path and its
         #: cached dense masks assume a fixed bias per offset)
-        self.randomizes_distances = randomized and self.randomized_relative == "distances"
+        self.randomizes_distances = self.randomized and self.randomized_relative == "distances"
         if self.randomizes_distances:
             self.bias_is_relative = False
         #: distances of this pass's offsets 0 … T−1 (int64, (T,)), set by ``positions()`` when

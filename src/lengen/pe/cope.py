@@ -59,11 +59,11 @@ class CoPE(PositionalEncoding):
         npos_max: number of integer positions with an embedding; counts beyond are clamped.
     """
 
-    causal_only, supports_axes, bias_of_distance = options.facts("CoPE")
+    Options = options.CoPEOptions
 
-    def __init__(self, *, npos_max: int = 64, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.npos_max = options.check_cope(self.run, npos_max=npos_max)
+    def __init__(self, **keywords) -> None:
+        super().__init__(**keywords)
+        self.npos_max = self.cfg.npos_max
         self.embeddings = nn.Parameter(torch.zeros(self.head_dim, self.npos_max))
 
     def contextual_logits(self, q: Tensor, logits: Tensor) -> Tensor:

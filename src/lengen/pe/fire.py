@@ -99,28 +99,18 @@ class FIRE(PositionalEncoding):
     """
 
     # bias_of_distance: randomized positions randomize the distances (base class)
-    causal_only, supports_axes, bias_of_distance = options.facts("FIRE")
+    Options = options.FIREOptions
     #: the paper's initial threshold and the training length it served (Li et al., 2023)
     PAPER_THRESHOLD, PAPER_TRAIN_LENGTH = 512.0, 2048
 
-    def __init__(
-        self,
-        *,
-        mlp_width: int = 32,
-        init_c: float = 0.1,
-        init_threshold: float | None = None,
-        **kwargs,
-    ) -> None:
-        super().__init__(**kwargs)
-        init_threshold = options.check_fire(
-            self.run, mlp_width=mlp_width, init_c=init_c, init_threshold=init_threshold
-        )
-        self.init_threshold_source = "given"
+    def __init__(self, **keywords) -> None:
+        super().__init__(**keywords)
+        init_threshold, self.init_threshold_source = self.cfg.init_threshold, "given"
         if init_threshold is None:
             init_threshold, self.init_threshold_source = self.default_threshold()
-        self.mlp_width = mlp_width
+        self.mlp_width = mlp_width = self.cfg.mlp_width
         self.init_threshold = float(init_threshold)
-        self.c = nn.Parameter(torch.tensor(float(init_c)))
+        self.c = nn.Parameter(torch.tensor(self.cfg.init_c))
         self.threshold_multiplier = nn.Parameter(torch.tensor(1.0))  # L = |ℓ| · L₀
         # f_θ with nn.Linear's default initialisation: U(±1/√fan_in) for weights and biases
         in_bound, out_bound = 1.0, 1.0 / math.sqrt(mlp_width)

@@ -60,14 +60,13 @@ class KERPLE(PositionalEncoding):
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
     # bias_of_distance: randomized positions randomize the distances (base class)
-    causal_only, supports_axes, bias_of_distance = options.facts("KERPLE")
+    Options = options.KERPLEOptions
 
-    def __init__(self, *, variant: str = "log", **kwargs) -> None:
-        super().__init__(**kwargs)
-        options.check_kerple(self.run, variant=variant)
-        self.variant = variant
+    def __init__(self, **keywords) -> None:
+        super().__init__(**keywords)
+        self.variant = self.cfg.variant
         # the authors' scales: the multiplier of log is U(0, 2), the exponent of power U(0, 2)
-        r1_scale, r2_scale = (2.0, 1.0) if variant == "log" else (1.0, 2.0)
+        r1_scale, r2_scale = (2.0, 1.0) if self.variant == "log" else (1.0, 2.0)
         self.r1 = nn.Parameter(torch.rand(self.n_heads) * r1_scale)
         self.r2 = nn.Parameter(torch.rand(self.n_heads) * r2_scale)
 

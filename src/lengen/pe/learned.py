@@ -71,24 +71,15 @@ class Learned(PositionalEncoding):
         table: on grids and volumes, ``axial`` (default) or ``full``; ignored on sequences.
     """
 
-    causal_only, supports_axes, bias_of_distance = options.facts("Learned")
+    Options = options.LearnedOptions
 
-    def __init__(
-        self,
-        *,
-        policy: str = "extend",
-        table_size: int | None = None,
-        init_std: float | None = None,
-        table: str = "axial",
-        **kwargs,
-    ) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, **keywords) -> None:
+        super().__init__(**keywords)
         # the rows of the table (per axis on grids): pe.table_size or sized from the lengths
-        rows = options.check_learned(
-            self.run, policy=policy, table_size=table_size, init_std=init_std, table=table
-        )
+        rows = self.derived
+        policy, init_std = self.cfg.policy, self.cfg.init_std
         self.policy = policy
-        self.table_kind = table
+        self.table_kind = self.cfg.table
         self.scale = math.sqrt(self.d_model)
         if self.axes > 1:
             self._build_grid_tables(policy, rows, init_std)
@@ -99,7 +90,7 @@ class Learned(PositionalEncoding):
         nn.init.normal_(full.weight, std=init_std or self.d_model**-0.5)
         # rows training reaches: all of [0, max_position) under randomized positions
         reachable = self.max_position if self.randomized else self.train_positions
-        derived = policy == "extend" and table_size is None and reachable is not None
+        derived = policy == "extend" and self.cfg.table_size is None and reachable is not None
         kept = min(rows, reachable) if derived else rows
         self.table = nn.Embedding(kept, self.d_model, _weight=full.weight.detach()[:kept].clone())
         self.register_buffer("extension", full.weight.detach()[kept:].clone(), persistent=False)
@@ -112,7 +103,7 @@ class Learned(PositionalEncoding):
         kept = min(table_size, trained) if trained and policy == "extend" else table_size
         std = init_std or self.d_model**-0.5
         if self.table_kind == "axial":
-            width = self.d_model // self.axes  # an even share: options.check_learned
+            width = self.d_model // self.axes  # an even share: LearnedOptions.check_own
             tables, extensions = [], []
             for _ in range(self.axes):
                 rows = torch.randn(table_size, width) * std  # (rows, D/A), drawn whole

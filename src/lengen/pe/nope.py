@@ -13,5 +13,5 @@ from lengen.pe.base import PositionalEncoding
 class NoPE(PositionalEncoding):
     """Every hook is the base class's no-op."""
 
-    #: nothing to do on any number of axes (supports_axes)
-    causal_only, supports_axes, bias_of_distance = options.facts("NoPE")
+    #: nothing to do on any number of axes (NoPEOptions.supports_axes)
+    Options = options.NoPEOptions

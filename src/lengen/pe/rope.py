@@ -264,43 +264,16 @@ class RoPE(PositionalEncoding):
     docstring); every option applies per axis.
     """
 
-    causal_only, supports_axes, bias_of_distance = options.facts("RoPE")
+    Options = options.RoPEOptions
     #: ``pe.base: null`` on sequences (Su et al.) and on grids (rope-vit ``rope_theta`` of its
     #: axial models)
     DEFAULT_BASE = 10000.0
     DEFAULT_GRID_BASE = 100.0
 
-    def __init__(
-        self,
-        *,
-        base: float | None = None,
-        layout: str = "interleaved",
-        fraction: float = 1.0,
-        p: float = 1.0,
-        scaling: str = "none",
-        scaling_factor: float = 1.0,
-        original_max_position: int | None = None,
-        yarn_alpha: float = 1.0,
-        yarn_beta: float = 32.0,
-        yarn_ramp: str = "dimension",
-        yarn_truncate: bool = True,
-        **kwargs,
-    ) -> None:
-        super().__init__(**kwargs)
-        sizes = options.check_rope(
-            self.run,
-            base=base,
-            layout=layout,
-            fraction=fraction,
-            p=p,
-            scaling=scaling,
-            scaling_factor=scaling_factor,
-            original_max_position=original_max_position,
-            yarn_alpha=yarn_alpha,
-            yarn_beta=yarn_beta,
-            yarn_ramp=yarn_ramp,
-            yarn_truncate=yarn_truncate,
-        )
+    def __init__(self, **keywords) -> None:
+        super().__init__(**keywords)
+        cfg, sizes = self.cfg, self.derived
+        base = cfg.base
         if base is None:
             base = self.DEFAULT_BASE if self.axes == 1 else self.DEFAULT_GRID_BASE
         self.rotary_dim = sizes.rotary_dim
@@ -308,16 +281,16 @@ class RoPE(PositionalEncoding):
         self.axis_dim = sizes.axis_dim
         self.rotated_pairs = sizes.rotated_pairs
         self.base = float(base)
-        self.layout = layout
-        self.fraction = float(fraction)
-        self.p = float(p)
-        self.scaling = scaling
-        self.scaling_factor = float(scaling_factor)
+        self.layout = cfg.layout
+        self.fraction = cfg.fraction
+        self.p = cfg.p
+        self.scaling = cfg.scaling
+        self.scaling_factor = cfg.scaling_factor
         self.original_max_position = sizes.original_max_position
-        self.yarn_alpha = float(yarn_alpha)
-        self.yarn_beta = float(yarn_beta)
-        self.yarn_ramp = yarn_ramp
-        self.yarn_truncate = yarn_truncate
+        self.yarn_alpha = cfg.yarn_alpha
+        self.yarn_beta = cfg.yarn_beta
+        self.yarn_ramp = cfg.yarn_ramp
+        self.yarn_truncate = cfg.yarn_truncate
         # static frequencies, cached per device; a plain attribute (not a buffer) so that
         # checkpoints hold no frequencies and module casts (.to(bf16)) never touch them
         self._inv_freq = {"cpu": self._frequencies()}

@@ -97,18 +97,18 @@ class RoPEMixed(PositionalEncoding):
         per_layer: one set of frequencies per layer (the reference) or one for all layers.
     """
 
-    causal_only, supports_axes, bias_of_distance = options.facts("RoPEMixed")
+    Options = options.RoPEMixedOptions
     DEFAULT_BASE = 10000.0
     DEFAULT_GRID_BASE = 10.0
 
-    def __init__(self, *, base: float | None = None, per_layer: bool = True, **kwargs) -> None:
-        super().__init__(**kwargs)
-        options.check_rope_mixed(self.run, base=base, per_layer=per_layer)
+    def __init__(self, **keywords) -> None:
+        super().__init__(**keywords)
+        base = self.cfg.base
         if base is None:
             base = self.DEFAULT_BASE if self.axes == 1 else self.DEFAULT_GRID_BASE
         self.base = float(base)
-        self.per_layer = per_layer
-        sets = self.n_layers if per_layer else 1
+        self.per_layer = self.cfg.per_layer
+        sets = self.n_layers if self.per_layer else 1
         initial = torch.stack(
             [
                 mixed_frequencies(self.head_dim, self.n_heads, self.axes, self.base)

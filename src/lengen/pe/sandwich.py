@@ -65,13 +65,12 @@ class Sandwich(PositionalEncoding):
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
     # bias_of_distance: randomized positions randomize the distances (base class)
-    causal_only, supports_axes, bias_of_distance = options.facts("Sandwich")
+    Options = options.SandwichOptions
 
-    def __init__(self, *, dim: int = 128, base: float = 10000.0, **kwargs) -> None:
-        super().__init__(**kwargs)
-        options.check_sandwich(self.run, dim=dim, base=base)
-        self.dim = dim
-        self.base = float(base)
+    def __init__(self, **keywords) -> None:
+        super().__init__(**keywords)
+        self.dim = self.cfg.dim
+        self.base = self.cfg.base
         # plain attributes, not buffers: model.to(bfloat16) must not round them
         self.head_scales = sandwich_head_scales(self.n_heads)
         self._table = torch.empty(0)  # profile at distances 0 … len − 1, fp32

@@ -118,13 +118,12 @@ class Sinusoidal(PositionalEncoding):
     On A axes (``axes``) the channels are split between the axes (``grid_sinusoids``).
     """
 
-    causal_only, supports_axes, bias_of_distance = options.facts("Sinusoidal")
+    Options = options.SinusoidalOptions
 
-    def __init__(self, *, base: float = 10000.0, layout: str = "interleaved", **kwargs) -> None:
-        super().__init__(**kwargs)
-        options.check_sinusoidal(self.run, base=base, layout=layout)
-        self.base = float(base)
-        self.layout = layout
+    def __init__(self, **keywords) -> None:
+        super().__init__(**keywords)
+        self.base = self.cfg.base
+        self.layout = self.cfg.layout
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
         # x: (B, T, D); positions: (T,) or (B, T), or on A axes (T, A)

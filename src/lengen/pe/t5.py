@@ -84,17 +84,14 @@ class T5RelativeBias(PositionalEncoding):
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
     # bias_of_distance: randomized positions randomize the distances (base class)
-    causal_only, supports_axes, bias_of_distance = options.facts("T5RelativeBias")
+    Options = options.T5RelativeBiasOptions
 
-    def __init__(self, *, num_buckets: int = 32, max_distance: int | None = None, **kwargs) -> None:
-        super().__init__(**kwargs)
-        # null: sized from the training positions (options.t5_max_distance: T5's ratio)
-        max_distance, self.max_distance_source = options.check_t5(
-            self.run, num_buckets=num_buckets, max_distance=max_distance
-        )
-        self.num_buckets = num_buckets
-        self.max_distance = max_distance
-        self.table = nn.Embedding(num_buckets, self.n_heads)  # (buckets, H)
+    def __init__(self, **keywords) -> None:
+        super().__init__(**keywords)
+        # null: sized from the training positions (T5RelativeBiasOptions: T5's ratio)
+        self.max_distance, self.max_distance_source = self.derived
+        self.num_buckets = self.cfg.num_buckets
+        self.table = nn.Embedding(self.num_buckets, self.n_heads)  # (buckets, H)
         nn.init.normal_(self.table.weight, std=self.d_model**-0.5)
 
     def score_bias(self, heads: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:

@@ -112,30 +112,19 @@ class XPos(PositionalEncoding):
         gamma: γ' in ζ_i = (2i/d + γ')/(1 + γ'); must be > 0 (0.4 in the paper).
     """
 
-    causal_only, supports_axes, bias_of_distance = options.facts("XPos")
+    Options = options.XPosOptions
     #: the paper's scale base and the training length it served (Sun et al., 2023)
     PAPER_SCALE_BASE, PAPER_TRAIN_LENGTH = 512.0, 1024
 
-    def __init__(
-        self,
-        *,
-        base: float = 10000.0,
-        layout: str = "interleaved",
-        scale_base: float | None = None,
-        gamma: float = 0.4,
-        **kwargs,
-    ) -> None:
-        super().__init__(**kwargs)
-        scale_base = options.check_xpos(
-            self.run, base=base, layout=layout, scale_base=scale_base, gamma=gamma
-        )
-        self.scale_base_source = "given"
+    def __init__(self, **keywords) -> None:
+        super().__init__(**keywords)
+        scale_base, self.scale_base_source = self.cfg.scale_base, "given"
         if scale_base is None:
             scale_base, self.scale_base_source = self.default_scale_base()
-        self.base = float(base)
-        self.layout = layout
+        self.base = self.cfg.base
+        self.layout = self.cfg.layout
         self.scale_base = float(scale_base)
-        self.gamma = float(gamma)
+        self.gamma = self.cfg.gamma
 
     def default_scale_base(self) -> tuple[float, str]:
         """``pe.scale_base: null`` -> (γ, where it came from)."""

@@ -1,5 +1,7 @@
-"""The attention kernels agree with the textbook softmax and with each other: the relative-bias
-view, bias blocks (chunked within a budget), FlexAttention, and encodings without a bias."""
+"""The attention kernels (``lengen.model.kernels``) agree with the textbook softmax and with each
+other: the relative-bias view, bias blocks (chunked within a budget), FlexAttention, and
+encodings without a bias; ``choose_kernel`` picks among them. FlexAttention's causal block mask
+itself: test_flex.py."""
 
 from __future__ import annotations
 
@@ -10,10 +12,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import lengen.model.attention as attention
+import lengen.model.kernels as kernels
 from helpers import pe_factory, relative_bias_yamls, textbook_attention
 from lengen.model import DecoderOnly
-from lengen.model.attention import attend, blocked_bias_attention, relative_bias_attention
+from lengen.model.kernels import attend, blocked_bias_attention, relative_bias_attention
 from lengen.pe import ALiBi, Learned, NoPE, RoPE, Sinusoidal
 from lengen.pe.fire import FIRE
 
@@ -85,7 +87,7 @@ def test_relative_yamls_are_found_and_every_variant_extends_one():
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("name", sorted(RELATIVE))
 def test_relative_path_matches_textbook_attention(monkeypatch, name, causal, q_len, k_len, mask):
-    monkeypatch.setattr(attention, "DENSE_MASK_ELEMENTS", MASKS[mask])
+    monkeypatch.setattr(kernels, "DENSE_MASK_ELEMENTS", MASKS[mask])
     pe = make_pe(name, causal)
     q, k, v = qkv(q_len, k_len)
     q_positions, k_positions = positions_for(q_len, k_len)
@@ -176,15 +178,15 @@ def spy_on_sdpa(monkeypatch) -> list[torch.Tensor | None]:
         masks.append(attn_mask)
         return original(*args, attn_mask=attn_mask, **kwargs)
 
-    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", recording)
+    monkeypatch.setattr(kernels.F, "scaled_dot_product_attention", recording)
     return masks
 
 
 def test_relative_path_mask_is_a_view_of_one_table_per_offset(monkeypatch):
     # no (H, n, n) tensor: every block's mask lives in the (H, Tq + Tk − 1) table's storage
     masks = spy_on_sdpa(monkeypatch)
-    monkeypatch.setattr(attention, "RELATIVE_QUERY_BLOCK", 16)
-    monkeypatch.setattr(attention, "DENSE_MASK_ELEMENTS", 0)
+    monkeypatch.setattr(kernels, "RELATIVE_QUERY_BLOCK", 16)
+    monkeypatch.setattr(kernels, "DENSE_MASK_ELEMENTS", 0)
     pe, length = make_pe("alibi", causal=True), 64
     q, k, v = qkv(length, length, batch=1)
     positions = torch.arange(length)
@@ -234,8 +236,8 @@ def test_fire_takes_bias_blocks_within_the_budget(monkeypatch):
 @pytest.mark.parametrize("pe_name", ["alibi", "t5_8_buckets"])
 def test_decoder_logits_equal_across_kernels(monkeypatch, pe_name):
     # the whole model: the relative path in several blocks against the bias-block path
-    monkeypatch.setattr(attention, "RELATIVE_QUERY_BLOCK", 8)
-    monkeypatch.setattr(attention, "DENSE_MASK_ELEMENTS", 0)
+    monkeypatch.setattr(kernels, "RELATIVE_QUERY_BLOCK", 8)
+    monkeypatch.setattr(kernels, "DENSE_MASK_ELEMENTS", 0)
     torch.manual_seed(0)
     model = DecoderOnly(
         pe=RELATIVE[pe_name], vocab_size=16, d_model=32, n_layers=2, n_heads=4, d_ff=64
@@ -400,58 +402,6 @@ def eager_flex(monkeypatch):
     monkeypatch.setattr(flex, "_compiled_flex", flex_attention)
 
 
-@pytest.mark.parametrize("length", [1, 5, 128, 200, 384])
-def test_causal_block_mask_hides_exactly_the_future(length):
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    from lengen.model.flex import causal_block_mask
-
-    built = causal_block_mask(length, "cpu")
-    reference = create_block_mask(lambda b, h, q, k: k <= q, None, None, length, length, "cpu")
-    assert torch.equal(built.to_dense(), reference.to_dense())
-    assert built.shape[-2:] == (length, length)
-
-
-@pytest.mark.parametrize("length", [1, 200, 384])
-def test_causal_block_mask_applies_the_mask_on_the_diagonal_blocks(length):
-    # a diagonal block marked "full" would skip the mask function there and leak the future,
-    # invisible to to_dense(): check the partial / full split itself
-    from lengen.model.flex import BLOCK, causal_block_mask
-
-    built = causal_block_mask(length, "cpu")
-    n_blocks = -(-length // BLOCK)
-    rows = torch.arange(n_blocks, dtype=torch.int32)
-    assert torch.equal(built.kv_num_blocks[0, 0], torch.ones(n_blocks, dtype=torch.int32))
-    assert torch.equal(built.kv_indices[0, 0, :, 0], rows)  # the partial block is the diagonal
-    assert torch.equal(built.full_kv_num_blocks[0, 0], rows)  # then all blocks left of it
-    for row in range(n_blocks):
-        assert built.full_kv_indices[0, 0, row, :row].tolist() == list(range(row))
-
-
-@pytest.mark.parametrize("length", [128, 384])
-def test_causal_block_mask_matches_torch_at_whole_blocks(length):
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    from lengen.model.flex import causal_block_mask
-
-    built = causal_block_mask(length, "cpu")
-    reference = create_block_mask(lambda b, h, q, k: k <= q, None, None, length, length, "cpu")
-    for name in ("kv_num_blocks", "full_kv_num_blocks"):
-        assert torch.equal(getattr(built, name), getattr(reference, name)), name
-
-
-def test_a_block_mask_made_under_inference_mode_can_serve_training():
-    # Lightning validates under inference_mode; the cached mask is then reused by training,
-    # whose backward pass saves it
-    from lengen.model import flex
-
-    flex._BLOCK_MASKS.clear()
-    with torch.inference_mode():
-        flex.causal_block_mask(200, "cpu")
-    mask = flex.causal_block_mask(200, "cpu")
-    assert not any(t.is_inference() for t in mask.as_tuple() if isinstance(t, torch.Tensor))
-
-
 def assert_flex_matches_textbook(pe, causal, q_positions, k_positions):
     q, k, v = qkv(len(q_positions), len(k_positions))
     with torch.no_grad():
@@ -505,8 +455,8 @@ def test_flex_option_leaves_encodings_without_a_relative_bias_alone():
     alibi = DecoderOnly(pe=RELATIVE["alibi"], vocab_size=16, d_model=32, n_layers=1, n_heads=4,
                         d_ff=64, attention="flex")  # fmt: skip
     train_cpu = {"training": False, "device_type": "cpu"}
-    assert attention.choose_kernel(rope.stack.pe, "flex", **train_cpu) == "sdpa"
-    assert attention.choose_kernel(alibi.stack.pe, "flex", **train_cpu) == "flex"
+    assert kernels.choose_kernel(rope.stack.pe, "flex", **train_cpu) == "sdpa"
+    assert kernels.choose_kernel(alibi.stack.pe, "flex", **train_cpu) == "flex"
 
 
 def test_flex_refuses_to_train_on_cpu(eager_flex):
@@ -516,15 +466,6 @@ def test_flex_refuses_to_train_on_cpu(eager_flex):
     with pytest.raises(ValueError, match=r"model.attention=flex cannot train on cpu"):
         attend(q, k, v, causal=True, pe=pe, q_positions=positions, k_positions=positions,
                kernel="flex")  # fmt: skip
-
-
-def test_model_sets_its_kernel_on_every_self_attention_layer():
-    from lengen.model import EncoderDecoder
-
-    model = EncoderDecoder(pe=RELATIVE["t5_8_buckets"], vocab_size=16, d_model=32, n_layers=2,
-                           n_heads=4, d_ff=64, attention="flex")  # fmt: skip
-    kernels = {m.kernel for m in model.modules() if isinstance(m, attention.MultiHeadAttention)}
-    assert kernels == {"flex"}
 
 
 @pytest.mark.slow

@@ -1,0 +1,152 @@
+"""Typed configs: every option of a component written once, importable without torch.
+
+A component's config is a frozen dataclass (``Options``) whose fields are its options: the
+field's name is the yaml key, its annotation the type, its default the one default, and its
+``rule`` (``flag``, ``one_of``, ``integer``, ``number``) the allowed values and the message that
+refuses the others. ``Options.from_keys`` turns a yaml node (or a constructor's keywords) into
+the config, refusing an unknown key with the allowed ones named; checks that read several
+options, or the run, are methods of the config class. The torch module consumes the config
+(``self.cfg``); the early layer (``lengen.build.check_components``) builds the same config from
+the composed yaml before anything imports torch, so the two can never disagree.
+
+Why the standard library's dataclasses and not pydantic (installed as wandb's dependency):
+every refusal must be one line, worded as the docs quote it, naming the key and what is
+allowed; pydantic formats its own multi-line errors and coerces values unless made strict
+field by field, and an import of it costs more than every check here takes. A rule is a small
+function, so a message that must stay exactly as documented is written beside its field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from lengen.checks import positive_int
+
+#: a rule checks ``value`` for ``key`` and returns it (converted, e.g. int -> float), or raises
+#: ValueError whose message starts with the key
+Rule = Callable[[str, Any], Any]
+
+
+def option(default: Any, rule: Rule | None = None) -> Any:
+    """A field of an ``Options`` class: its one default and the rule its values obey."""
+    return dataclasses.field(default=default, metadata={"rule": rule})
+
+
+# -- rules ---------------------------------------------------------------------------------
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def flag() -> Rule:
+    """true or false."""
+
+    def rule(key: str, value):
+        if not isinstance(value, bool):
+            raise ValueError(f"{key} must be true or false, got {value!r}")
+        return value
+
+    return rule
+
+
+def one_of(*allowed, nullable: bool = False) -> Rule:
+    """One of ``allowed``, or None where ``nullable``."""
+
+    def rule(key: str, value):
+        if value is None and nullable:
+            return None
+        if value not in allowed:
+            raise ValueError(f"{key} must be one of {', '.join(map(str, allowed))}; got {value!r}")
+        return value
+
+    rule.allowed = allowed
+    return rule
+
+
+def integer(minimum: int = 1, *, nullable: bool = False) -> Rule:
+    """An integer >= ``minimum`` (bools refused), or None where ``nullable``."""
+
+    def rule(key: str, value):
+        if value is None and nullable:
+            return None
+        return positive_int(key, value, minimum)
+
+    return rule
+
+
+def number(
+    *,
+    above: float | None = None,
+    at_least: float | None = None,
+    at_most: float | None = None,
+    nullable: bool = False,
+    message: str | None = None,
+) -> Rule:
+    """A number (int or float, bools refused) in the bounds, returned as a float; None where
+    ``nullable``. ``message`` (after the key; ``{value!r}``, ``{value}`` substituted) replaces
+    the generated one where the docs quote another wording."""
+    bounds = [(f"> {above}", above, float.__gt__), (f">= {at_least}", at_least, float.__ge__)]
+    bounds.append((f"<= {at_most}", at_most, float.__le__))
+    bounds = [(text, bound, test) for text, bound, test in bounds if bound is not None]
+
+    def rule(key: str, value):
+        if value is None and nullable:
+            return None
+        ok = is_number(value) and all(test(float(value), float(b)) for _, b, test in bounds)
+        if not ok:
+            wanted = "a number " + " and ".join(text for text, _, _ in bounds)
+            text = message or f"must be {wanted.strip()}, got {{value!r}}"
+            raise ValueError(f"{key} {text.format(value=value)}")
+        return float(value)
+
+    return rule
+
+
+# -- the config classes --------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Base of a component's typed config; subclasses add fields with ``option``."""
+
+    #: the yaml node the options live under, for messages (``pe``, ``model``, …)
+    prefix: ClassVar[str] = ""
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """The option names, in the order messages list them."""
+        return [field.name for field in dataclasses.fields(cls)]
+
+    @classmethod
+    def defaults(cls) -> dict:
+        """Every option with its default: what the component's yaml must show."""
+        return {field.name: field.default for field in dataclasses.fields(cls)}
+
+    @classmethod
+    def allowed(cls, key: str) -> tuple | None:
+        """The allowed values of a choice option, else None."""
+        rule = next(f for f in dataclasses.fields(cls) if f.name == key).metadata["rule"]
+        return getattr(rule, "allowed", None)
+
+    @classmethod
+    def from_keys(cls, keys: Mapping, *, owner: str | None = None):
+        """The config from a yaml node's keys (missing keys take their defaults); each value
+        checked by its field's rule. ValueError naming the key, also for a key ``owner`` (the
+        component's name in the message) does not take."""
+        names = cls.option_names()
+        unknown = sorted(set(keys) - set(names))
+        if unknown:
+            raise ValueError(
+                f"{cls.prefix}.{unknown[0]}: {owner or cls.__name__} takes no such key; "
+                f"allowed: {', '.join(names)}"
+            )
+        values = {}
+        for field in dataclasses.fields(cls):
+            value = keys.get(field.name, field.default)
+            rule = field.metadata.get("rule")
+            values[field.name] = (
+                value if rule is None else rule(f"{cls.prefix}.{field.name}", value)
+            )
+        return cls(**values)
+
+    def as_dict(self) -> dict:
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
