@@ -3,6 +3,7 @@
 A thin Hydra entry point; the work is ``lengen.train.run``. Config root: configs/train.yaml.
 """
 
+import os
 import sys
 
 import hydra
@@ -14,7 +15,12 @@ from lengen.checks import ConfigError
 use_lengen_caches()  # before anything imports matplotlib or torch (docs/scaling.md)
 
 
-@hydra.main(version_base="1.3", config_path="configs", config_name="train")
+# LENGEN_CONFIG_DIR: a config root of your own (lengen.config.CONFIG_DIR)
+@hydra.main(
+    version_base="1.3",
+    config_path=os.environ.get("LENGEN_CONFIG_DIR") or "configs",
+    config_name="train",
+)
 def main(cfg: DictConfig) -> str:
     from lengen.cli import train_main
 

@@ -558,10 +558,9 @@ def main(argv: list[str] | None = None) -> dict:
     results["targets"] = targets(results, pes)
     print("\n".join(["targets:", *results["targets"]]))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.json.with_name(f".{args.json.name}.tmp")
-        tmp.write_text(json.dumps(results, indent=1) + "\n")
-        tmp.replace(args.json)
+        from lengen.atomic import atomic_write
+
+        atomic_write(args.json, json.dumps(results, indent=1) + "\n")
         print(f"wrote {args.json}")
     return results
 

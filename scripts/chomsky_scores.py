@@ -24,7 +24,7 @@ import pandas as pd
 
 from lengen.aggregate import load_sweep
 from lengen.aggregate.stats import seed_statistics
-from lengen.results import atomic_write_text
+from lengen.atomic import atomic_write
 
 #: Delétang et al. (2023), Table 2, Transformer column (score %, best over encodings and seeds),
 #: where it could be read offline: task -> (published value or None, where it stands)
@@ -170,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     table = config_scores(runs)
-    atomic_write_text(folder / "paper_scores.csv", table.to_csv(index=False, lineterminator="\n"))
-    atomic_write_text(folder / "paper_scores.md", markdown(table, runs, folder))
+    atomic_write(folder / "paper_scores.csv", table.to_csv(index=False, lineterminator="\n"))
+    atomic_write(folder / "paper_scores.md", markdown(table, runs, folder))
     print(f"{len(runs)} run(s) in {len(table)} configuration(s) -> {folder / 'paper_scores.md'}")
     return 0
 

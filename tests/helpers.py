@@ -10,7 +10,10 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+ROOT = Path(__file__).resolve().parents[1]
+#: the config root the glob-driven tests read: lengen's, or LENGEN_CONFIG_DIR as lengen reads it
+#: (tests/test_new_component.py runs them over a copy holding a new encoding and task)
+CONFIG_DIR = Path(os.environ.get("LENGEN_CONFIG_DIR") or ROOT / "configs")
 
 
 def compose_train(*overrides: str, fast: bool = True) -> DictConfig:
@@ -38,8 +41,8 @@ def run_train(
     """``python train.py arguments…`` as a user runs it, output captured."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"} if one_thread else os.environ.copy()
     return subprocess.run(
-        [sys.executable, str(CONFIG_DIR.parent / "train.py"), *arguments],
-        cwd=cwd or CONFIG_DIR.parent,
+        [sys.executable, str(ROOT / "train.py"), *arguments],
+        cwd=cwd or ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -51,7 +54,7 @@ def load_script(name: str):
     """scripts/<name>.py as a module (scripts are not a package)."""
     import importlib.util
 
-    path = CONFIG_DIR.parent / "scripts" / f"{name}.py"
+    path = ROOT / "scripts" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"scripts_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -12,9 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from helpers import CONFIG_DIR, run_train
-
-ROOT = CONFIG_DIR.parent
+from helpers import run_train
 
 # (command-line arguments, text the first line of stderr must hold: the key, and the allowed)
 CASES = [

@@ -8,9 +8,7 @@ import sys
 
 import pytest
 
-from helpers import CONFIG_DIR, run_train, yaml_choices
-
-ROOT = CONFIG_DIR.parent
+from helpers import ROOT, run_train, yaml_choices
 
 
 def train(*arguments: str, cwd=ROOT) -> subprocess.CompletedProcess:

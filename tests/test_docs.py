@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from helpers import CONFIG_DIR, compose_train, yaml_choices
+from helpers import CONFIG_DIR, ROOT, compose_train, yaml_choices
 
-ROOT = CONFIG_DIR.parent
 DOC = (ROOT / "docs" / "config.md").read_text()
 INTERNAL = {"_target_", "_partial_", "name"}
 MARKDOWN = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -12,21 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CONFIG_DIR, compose_train, run_train
+from helpers import ROOT, compose_train, run_train
 from lengen.checks import ConfigError
-from lengen.config import run_id
 from lengen.rundir import LOCK, RunDirectory, resume_refusal
 from lengen.train import run
 
 FAST = ["debug=fast", "eval.factors=[1]", "logger=none"]
-
-
-def test_run_id_ignores_the_seed_and_resume_settings():
-    assert run_id(compose_train()) == run_id(compose_train("seed=3", "resume=auto"))
-
-
-def test_run_id_names_what_is_trained():
-    assert run_id(compose_train()) != run_id(compose_train("pe=alibi"))
 
 
 def test_a_second_process_is_refused_a_locked_directory(tmp_path):
@@ -125,7 +116,7 @@ def test_a_sweep_reruns_only_what_is_missing(tmp_path):
 
 
 def test_two_default_runs_in_one_second_get_two_directories(tmp_path):
-    command = [sys.executable, str(CONFIG_DIR.parent / "train.py"), *FAST, "trainer.max_steps=2"]
+    command = [sys.executable, str(ROOT / "train.py"), *FAST, "trainer.max_steps=2"]
     runs = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL) for _ in range(2)]  # fmt: skip
     assert [p.wait(timeout=300) for p in runs] == [0, 0]
@@ -166,7 +157,7 @@ def test_an_early_sigterm_stops_with_a_checkpoint_and_a_record(tmp_path, delay):
     import signal
     import time
 
-    command = [sys.executable, str(CONFIG_DIR.parent / "train.py"), "debug=fast",
+    command = [sys.executable, str(ROOT / "train.py"), "debug=fast",
                "trainer.max_steps=200", "logger=none", f"hydra.run.dir={tmp_path}"]  # fmt: skip
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True

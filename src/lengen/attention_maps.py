@@ -1,10 +1,11 @@
 """Attention maps and mean attention distance of a trained model, at any length.
 
-The model's attention layers call ``lengen.model.attention.attend``, which never forms the
+The model's attention layers call ``attend`` (``lengen.model.kernels``), which never forms the
 softmax weights explicitly on its fast paths. ``record_attention`` swaps in a reference
-implementation of the same function for one forward pass: explicit logits (content · scale +
-the PE's bias + the causal mask + CoPE's contextual term), softmax, weights @ v. It returns the
-weights of every positional self-attention call; cross-attention (no PE) is not recorded.
+implementation of the same function for one forward pass, under the name the layers call it by
+(``lengen.model.attention.attend``): explicit logits (content · scale + the PE's bias + the
+causal mask + CoPE's contextual term), softmax, weights @ v. It returns the weights of every
+positional self-attention call; cross-attention (no PE) is not recorded.
 
 Mean attention distance (as in ViT analyses, Dosovitskiy et al. 2021, on token offsets):
 for query i, Σ_j w_ij · |i − j| in **token indices** (not position values, which differ under
@@ -135,10 +136,10 @@ def analyse_run(
     import json
 
     from lengen.api import load_run
+    from lengen.atomic import atomic_write
     from lengen.config import ConfigError
     from lengen.data.datamodule import TaskData, max_position
     from lengen.plots import plot_attention_distance, plot_attention_maps
-    from lengen.results import atomic_write_text
 
     run_dir = Path(run_dir)
     out_dir = Path(out_dir) if out_dir is not None else run_dir
@@ -171,5 +172,5 @@ def analyse_run(
     stem = out_dir / f"attention_distance_len{length}"
     report["paths"] += plot_attention_distance(report, distances, stem, formats)
     report["paths"] = [str(p) for p in report["paths"]]
-    atomic_write_text(out_dir / f"attention_len{length}.json", json.dumps(report, indent=2) + "\n")
+    atomic_write(out_dir / f"attention_len{length}.json", json.dumps(report, indent=2) + "\n")
     return report

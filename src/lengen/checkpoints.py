@@ -7,12 +7,12 @@
 
 from __future__ import annotations
 
-import os
 import signal
 from pathlib import Path
 
 import pytorch_lightning as pl
 
+from lengen.atomic import replace_durably
 from lengen.checks import (
     CheckpointWriteError,
     ConfigError,
@@ -66,16 +66,11 @@ def save_checkpoint(trainer: pl.Trainer, path: Path) -> None:
     """Lightning checkpoint under a temporary name, synced to disk, then renamed into place
     (rank 0 writes). A failed write (a full disk, say) keeps the previous checkpoint and stops
     the run with one line naming both paths."""
-    from lengen.results import fsync_directory
-
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         trainer.save_checkpoint(tmp, weights_only=False)  # every rank calls it; rank 0 writes
         if trainer.is_global_zero:
-            with open(tmp, "rb") as handle:
-                os.fsync(handle.fileno())
-            tmp.replace(path)
-            fsync_directory(path.parent)
+            replace_durably(tmp, path)
     except OSError as error:
         tmp.unlink(missing_ok=True)
         kept = f"the previous checkpoint {path} is kept" if path.exists() else "none was kept"

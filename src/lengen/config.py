@@ -8,68 +8,37 @@ torch (``lengen.build.check_components``), before anything is written.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from lengen.checks import ConfigError, check_batch_split, check_heads, positive_int
+from lengen.identity import run_id
 
 PROTOCOLS = ("teacher_forced", "greedy")
 #: validation metrics a run can be trained to (``trainer.criterion_metric``)
 CRITERION_METRICS = ("exact_match", "accuracy")
 #: Config groups whose choice is a yaml file under configs/<group>/.
 GROUPS = ("pe", "model", "data", "trainer", "logger", "eval", "experiment", "debug")
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+#: the lengen checkout
+ROOT = Path(__file__).resolve().parents[2]
+#: the config root: lengen's configs/, or ``LENGEN_CONFIG_DIR`` (a copy holding your own
+#: encodings and tasks beside lengen's; train.py reads it too, docs/pe.md "Adding an encoding")
+CONFIG_DIR = Path(os.environ.get("LENGEN_CONFIG_DIR") or ROOT / "configs")
 #: ${lengen_root:}, the lengen checkout, so recipes can name ../shared/data wherever the user
 #: runs from
-OmegaConf.register_new_resolver("lengen_root", lambda: str(CONFIG_DIR.parent), replace=True)
+OmegaConf.register_new_resolver("lengen_root", lambda: str(ROOT), replace=True)
 
 #: ``resume``: false (a fresh run), true (continue an interrupted run), auto (continue it if it
 #: has a checkpoint, start it otherwise, report it done if finished: sweeps that fill gaps)
 RESUME_MODES = (False, True, "auto")
 
-#: Keys that may differ between an interrupted run and its resumption: they change where and
-#: how it runs, or what is evaluated afterwards, never what is trained. They (and the seed,
-#: named apart) do not enter a run's identity (``run_id``).
-RESUME_MAY_CHANGE = (
-    "resume",
-    "trainer.accelerator",
-    "trainer.devices",
-    "trainer.num_nodes",
-    "trainer.strategy",
-    "trainer.enable_progress_bar",
-    "trainer.log_every_n_steps",
-    "trainer.checkpoint_every_n_steps",
-    "logger",
-    "eval",
-)
-
-
-def run_id(cfg) -> str:
-    """8 hex digits naming what a run trains: a hash of its resolved config without ``hydra``,
-    the seed and ``RESUME_MAY_CHANGE``. Sweep directories end with it, so one configuration
-    always lands in one directory (a sweep can grow, and be re-run to fill what is missing)."""
-    import hashlib
-    import json
-
-    # without hydra before resolving: hydra.sweep.subdir itself calls this
-    trained = OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
-    container = OmegaConf.to_container(trained, resolve=True)
-    for key in ("seed", *RESUME_MAY_CHANGE):
-        parent, _, leaf = key.rpartition(".")
-        node = container
-        for part in parent.split(".") if parent else []:
-            node = node.get(part, {}) if isinstance(node, dict) else {}
-        if isinstance(node, dict):
-            node.pop(leaf, None)
-    text = json.dumps(container, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
-
-
 #: a few random hex digits per process: default run directories of two runs started in the same
 #: second with the same config differ by it
 _NONCE = __import__("secrets").token_hex(2)
+# ${lengen_run_id:}: what the run trains (lengen.identity), in sweep directory names
 OmegaConf.register_new_resolver("lengen_run_id", lambda *, _root_: run_id(_root_), replace=True)
 OmegaConf.register_new_resolver("lengen_nonce", lambda: _NONCE, replace=True)
 

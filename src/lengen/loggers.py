@@ -1,12 +1,18 @@
 """Logger factories; each writes inside the run directory, never the current directory.
 
-The logger yamls point their ``_target_`` here; the run passes ``save_dir``.
+The logger yamls point their ``_target_`` here; the run passes ``save_dir``. A resumed run's
+CSV log continues where its checkpoint left off (``continue_csv_log``): Lightning's CSV logger
+would delete it.
 """
 
 from __future__ import annotations
 
+import io
 import os
+import warnings
 from pathlib import Path
+
+from lengen.atomic import atomic_write
 
 WANDB_MODES = ("offline", "online", "disabled")
 
@@ -16,6 +22,43 @@ def csv(save_dir: str):
     from pytorch_lightning.loggers import CSVLogger
 
     return CSVLogger(save_dir=save_dir, name="logs", version="")
+
+
+def continue_csv_log(logger, step: int, last_row: dict | None = None) -> None:
+    """Keep an interrupted run's CSV log up to ``step``, which Lightning's CSV logger would
+    delete when it starts; the resumed run appends to it (a step logged after the checkpoint
+    and before a crash is dropped, so no step appears twice). ``last_row``, the training row
+    of the checkpoint's own step (logged just after it was written), is restored if a kill
+    kept it off the disk. Other loggers are left alone; call it on rank 0 only (one writer)."""
+    import csv
+
+    from pytorch_lightning.loggers import CSVLogger
+
+    if not isinstance(logger, CSVLogger):
+        return  # wandb: the resumed part is a new wandb run
+    path = Path(logger.log_dir) / "metrics.csv"
+    if not path.is_file():
+        return
+    with open(path, newline="") as file:
+        reader = csv.DictReader(file)
+        keys = list(reader.fieldnames or [])
+        rows = [row for row in reader if row.get("step") and int(row["step"]) < step]
+    if (
+        last_row
+        and last_row["step"] == step - 1
+        and not any(int(row["step"]) == step - 1 and row.get("train/loss") for row in rows)
+    ):
+        keys = list(dict.fromkeys([*keys, *last_row]))
+        rows.append({key: str(value) for key, value in last_row.items()})
+    with warnings.catch_warnings():  # its warning that it deletes the file: we put it back
+        warnings.simplefilter("ignore")
+        writer = logger.experiment
+    writer.metrics_keys = sorted(keys)  # later rows merge their columns with these
+    text = io.StringIO(newline="")  # csv's own \r\n line ends, as Lightning writes them
+    out = csv.DictWriter(text, fieldnames=writer.metrics_keys)
+    out.writeheader()
+    out.writerows(rows)
+    atomic_write(path, text.getvalue())  # a kill mid-write must not cut the log short
 
 
 def none(save_dir: str):

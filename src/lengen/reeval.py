@@ -1,7 +1,8 @@
 """Re-evaluate a finished run: ``python eval.py run=<run dir> [tag=…] [key=value …]``.
 
-The run's ``config.yaml`` is loaded, the overrides applied to it (keys must already exist), the
-model rebuilt and loaded from ``checkpoints/last.ckpt``, and ``results.<tag>.json`` (plus its
+The run's ``config.yaml`` is loaded, the overrides applied to it (keys must already exist) and
+checked before torch is imported, the model rebuilt and loaded from ``checkpoints/last.ckpt``
+as ``lengen.load_run`` does (``lengen.api.rebuild_run``), and ``results.<tag>.json`` (plus its
 plot) written beside the original, which is never touched.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from lengen.checks import ConfigError
 from lengen.config import GROUPS, validate
-from lengen.rundir import load_config, stored_config_refusal
+from lengen.rundir import load_config
 
 
 def parse_arguments(arguments: Sequence[str]) -> tuple[Path, str | None, list[str]]:
@@ -69,38 +70,32 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
     validate(cfg)
     if not os.access(run_dir, os.W_OK):  # found now, not after the whole evaluation
         raise ConfigError(f"run={run_dir}: the directory is not writable; allowed: a writable run")
-    from lengen.build import build, check_components, check_resources
+    from lengen.build import check_components, check_resources
 
     check_resources(cfg)
     check_components(cfg)  # the encoding's and data's checks of the overrides, without torch
-    from lengen.checkpoints import load_checkpoint, load_weights
+    from lengen.api import rebuild_run
     from lengen.rundir import RunDirectory
     from lengen.train import evaluate_and_write
 
-    checkpoint = load_checkpoint(run_dir, "run")
-    refusal = stored_config_refusal(run_dir, checkpoint)
-    if refusal is not None:
-        raise ConfigError(refusal)
-    data, model, lengths = build(cfg)
-    load_weights(model, checkpoint, f"overrides {overrides}")
+    run = rebuild_run(run_dir, cfg, weights_key=f"overrides {overrides}")
     import torch
 
     tag = free_tag(run_dir, tag)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    lengen_state = checkpoint.get("lengen", {})
     return evaluate_and_write(
         cfg,
-        model,
-        data,
-        lengths,
+        run.model,
+        run.data,
+        run.lengths,
         device=device,
         directory=RunDirectory(run_dir),
         tag=tag,
-        train_tokens=lengen_state.get("train_tokens", 0),
+        train_tokens=run.train_tokens,
         extra={
             "overrides": list(overrides),
             "tag": tag,
             "source": "checkpoints/last.ckpt",
-            "train_steps": checkpoint.get("global_step"),
+            "train_steps": run.train_steps,
         },
     )

@@ -1,18 +1,15 @@
-"""The only code that knows the results.json schema (see DESIGN.md), and atomic writing."""
+"""The only code that knows the results.json schema (see DESIGN.md): building, checking,
+writing and reading results, and their terminal table."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import platform
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+from lengen.atomic import atomic_write
+from lengen.provenance import provenance
+
 REQUIRED_KEYS = (
     "pe",
     "model",
@@ -35,103 +32,6 @@ ROW_KEYS = (
     "exact_match",
     "ppl",
 )
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write to a temporary name in the same folder, then rename over the target."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())  # the data is on disk before the name points at it
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the usual file mode
-        os.replace(tmp, path)
-        fsync_directory(path.parent)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def fsync_directory(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (a power cut cannot undo it); best effort."""
-    try:
-        descriptor = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
-
-
-def git_commit() -> str:
-    """HEAD of the lengen checkout (with ``-dirty`` for uncommitted changes), or 'unknown'."""
-    root = Path(__file__).resolve().parents[2]
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        return commit + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux: /proc/cpuinfo), else what the platform module knows.
-
-    Runs are bit-exact per CPU type, not across types: vectorised kernels differ (AVX2 vs
-    AVX-512, Intel vs AMD), so numbers of a model between regimes can move in the second
-    decimal (README, "Reproducibility across machines")."""
-    try:
-        with open("/proc/cpuinfo") as file:
-            for line in file:
-                if line.startswith("model name"):
-                    return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
-
-
-def provenance(device: str) -> dict:
-    import torch
-
-    from lengen import __version__
-
-    return {
-        "git_commit": git_commit(),
-        "lengen": __version__,
-        "torch": torch.__version__.split("+")[0],
-        "python": platform.python_version(),
-        "device": device,
-        "cpu": cpu_model(),
-        "threads": torch.get_num_threads(),
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-        "overrides": hydra_overrides(),
-    }
-
-
-def hydra_overrides() -> list[str] | None:
-    """This job's own overrides under Hydra (one job of a sweep, not the sweep's command)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else None
 
 
 def build_results(
@@ -236,7 +136,7 @@ def write_results(path: str | Path, results: dict) -> None:
     if missing:
         raise KeyError(f"results lack required keys: {missing}")
     results = {**results, "eval": sort_rows(results["eval"])}
-    atomic_write_text(path, json.dumps(_strict(results), indent=2, allow_nan=False) + "\n")
+    atomic_write(path, json.dumps(_strict(results), indent=2, allow_nan=False) + "\n")
 
 
 def _strict(value):

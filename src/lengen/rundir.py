@@ -10,7 +10,6 @@
 * ``config.yaml`` is written when a fresh run starts (so failed runs are diagnosable), and the
   data card beside it; a resumed run removes the interruption's ``failed.json``.
 * A failure writes ``failed.json`` (the error; the traceback for crashes), unless finished.
-* Lightning's CSV logger would delete an interrupted run's ``metrics.csv``; it is continued.
 * Only rank 0 of a multi-process run writes.
 """
 
@@ -20,7 +19,6 @@ import contextlib
 import json
 import os
 import traceback
-import warnings
 from pathlib import Path
 
 try:  # POSIX: run-directory locks; elsewhere runs go unlocked
@@ -30,9 +28,9 @@ except ImportError:  # pragma: no cover - Windows
 
 from omegaconf import DictConfig, OmegaConf
 
+from lengen.atomic import atomic_write
 from lengen.checks import ConfigError, Preempted, TrainingDiverged
-from lengen.config import RESUME_MAY_CHANGE
-from lengen.results import atomic_write_text
+from lengen.identity import RESUME_MAY_CHANGE, config_differences
 
 FAILED = "failed.json"
 LOCK = ".lock"
@@ -68,27 +66,6 @@ def resolved_config(cfg: DictConfig) -> dict:
     container = OmegaConf.to_container(cfg, resolve=True)
     container.pop("hydra", None)
     return container
-
-
-def _flatten(node, prefix: str = "") -> dict:
-    if isinstance(node, dict):
-        flat = {}
-        for key, value in node.items():
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        return flat or {prefix[:-1]: {}}
-    return {prefix[:-1]: node}
-
-
-def config_differences(saved: dict, current: dict) -> list[str]:
-    """Keys whose values differ between two resolved configs, except RESUME_MAY_CHANGE."""
-    before, after = _flatten(saved), _flatten(current)
-    changed = []
-    for key in sorted(set(before) | set(after)):
-        if any(key == k or key.startswith(k + ".") for k in RESUME_MAY_CHANGE):
-            continue
-        if before.get(key, "<absent>") != after.get(key, "<absent>"):
-            changed.append(f"{key} ({before.get(key, '<absent>')} -> {after.get(key, '<absent>')})")
-    return changed
 
 
 def resume_refusal(cfg: DictConfig, run_dir: Path, rank_zero: bool = True) -> str | None:
@@ -158,7 +135,7 @@ def in_use_message(path: Path) -> str:
 
 
 def save_config(cfg: DictConfig, path: Path) -> None:
-    atomic_write_text(path, OmegaConf.to_yaml(resolved_config(cfg)))
+    atomic_write(path, OmegaConf.to_yaml(resolved_config(cfg)))
 
 
 def load_config(run_dir: Path, overrides: list[str] | tuple = ()) -> DictConfig:
@@ -178,6 +155,13 @@ def load_config(run_dir: Path, overrides: list[str] | tuple = ()) -> DictConfig:
             f"run={run_dir}: config.yaml cannot be read ({first}); allowed: a lengen run "
             f"directory with its config.yaml intact"
         ) from None
+    from lengen.pe.options import options_of
+
+    options = options_of(cfg.pe.get("_target_"))
+    if options is not None and options.bias_of_distance and "randomized_relative" not in cfg.pe:
+        # written before pe.randomized_relative existed: such runs drew distances of random
+        # positions, which null means (lengen.pe.base); the configs' default is distances
+        cfg.pe.randomized_relative = None
     OmegaConf.set_struct(cfg, True)
     for override in overrides:
         key = override.partition("=")[0]
@@ -323,7 +307,7 @@ class RunDirectory:
         card = data.card(lengths)
         if self.rank_zero and card is not None:
             text = json.dumps(card, indent=2, ensure_ascii=False) + "\n"
-            atomic_write_text(self.path / "data_card.json", text)
+            atomic_write(self.path / "data_card.json", text)
 
     def record_failure(self, error: BaseException) -> None:
         """Write failed.json, unless the directory is missing or holds finished results."""
@@ -335,50 +319,4 @@ class RunDirectory:
         }
         if not isinstance(error, ConfigError | TrainingDiverged | Preempted):
             report["traceback"] = traceback.format_exception(error)
-        atomic_write_text(self.path / FAILED, json.dumps(report, indent=2) + "\n")
-
-    def continue_csv_log(self, logger, step: int, last_row: dict | None = None) -> None:
-        """Keep an interrupted run's CSV log up to ``step``, which Lightning's CSV logger would
-        delete when it starts; the resumed run appends to it (a step logged after the checkpoint
-        and before a crash is dropped, so no step appears twice). ``last_row``, the training row
-        of the checkpoint's own step (logged just after it was written), is restored if a kill
-        kept it off the disk."""
-        import csv
-
-        from pytorch_lightning.loggers import CSVLogger
-
-        if not self.rank_zero or not isinstance(logger, CSVLogger):
-            return  # wandb: the resumed part is a new wandb run
-        path = Path(logger.log_dir) / "metrics.csv"
-        if not path.is_file():
-            return
-        with open(path, newline="") as file:
-            reader = csv.DictReader(file)
-            keys = list(reader.fieldnames or [])
-            rows = [row for row in reader if row.get("step") and int(row["step"]) < step]
-        if (
-            last_row
-            and last_row["step"] == step - 1
-            and not any(int(row["step"]) == step - 1 and row.get("train/loss") for row in rows)
-        ):
-            keys = list(dict.fromkeys([*keys, *last_row]))
-            rows.append({key: str(value) for key, value in last_row.items()})
-        with warnings.catch_warnings():  # its warning that it deletes the file: we put it back
-            warnings.simplefilter("ignore")
-            writer = logger.experiment
-        writer.metrics_keys = sorted(keys)  # later rows merge their columns with these
-        with open(path, "w", newline="") as file:
-            out = csv.DictWriter(file, fieldnames=writer.metrics_keys)
-            out.writeheader()
-            out.writerows(rows)
-
-    def write_results(
-        self, results: dict, results_path: Path, plot_path: Path, dpi: int | None = None
-    ) -> None:
-        """The extrapolation figure (``plot_path``, a PNG of ``dpi``, and the PDF beside it),
-        then results.json (last: its presence means finished)."""
-        from lengen.plots import plot_extrapolation
-        from lengen.results import write_results
-
-        plot_extrapolation(results, plot_path, dpi=dpi)
-        write_results(results_path, results)
+        atomic_write(self.path / FAILED, json.dumps(report, indent=2) + "\n")

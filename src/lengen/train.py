@@ -125,8 +125,10 @@ def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed):
         model.check_kernel(trainer.strategy.root_device.type, training=True)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    if logger and resumed:
-        directory.continue_csv_log(logger, resumed[1], resumed[2])
+    if logger and resumed and directory.rank_zero:  # one writer for the whole run
+        from lengen.loggers import continue_csv_log
+
+        continue_csv_log(logger, resumed[1], resumed[2])
     if logger:
         logger.log_hyperparams(config)
     return trainer, lit, logger
@@ -148,7 +150,8 @@ def evaluate_and_write(
     """Evaluate at every length, then write the plot and results (``results.json``, or
     ``results.<tag>.json`` for eval.py); print the table."""
     from lengen.evaluation import evaluate
-    from lengen.results import build_results, format_table, not_learned_message
+    from lengen.plots import plot_extrapolation
+    from lengen.results import build_results, format_table, not_learned_message, write_results
 
     suffix = f".{tag}" if tag else ""
     results_path = directory.path / f"results{suffix}.json"
@@ -179,7 +182,8 @@ def evaluate_and_write(
         extra={**extra, "label": label},
     )
     plot_path = directory.path / f"extrapolation{suffix}.png"  # and .pdf beside it
-    directory.write_results(results, results_path, plot_path, dpi=cfg.eval.get("plot_dpi"))
+    plot_extrapolation(results, plot_path, dpi=cfg.eval.get("plot_dpi"))
+    write_results(results_path, results)  # last: its presence means the run finished
     print(f"\n{label} · {data.training_summary()}\n{format_table(rows)}")
     if results["learned"] and not results["learned"]["learned"]:
         print(f"WARNING: {not_learned_message(results)}")

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import lengen.aggregate
-from helpers import CONFIG_DIR
+from helpers import ROOT
 from lengen.aggregate import (
     SUMMARY_COLUMNS,
     average_ranks,
@@ -29,7 +29,6 @@ from lengen.aggregate import (
 from lengen.aggregate.stats import seed_statistics
 from sweep_fixture import make_sweep, write_run
 
-ROOT = CONFIG_DIR.parent
 #: the fixture's numbers are per-token accuracies (exact match = accuracy / 2); the default
 #: metric (exact match) has tests of its own below
 aggregate = functools.partial(lengen.aggregate.aggregate, metric="accuracy")

@@ -9,12 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CONFIG_DIR, assert_pdf, assert_png
+from helpers import ROOT, assert_pdf, assert_png
 from lengen.aggregate import aggregate
 from lengen.plots import plot_metric_vs_length
 from sweep_fixture import make_sweep, write_run
-
-ROOT = CONFIG_DIR.parent
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,11 @@
-"""Reading a sweep folder back: run directories, their config and results, configuration hashes,
-and :func:`load_sweep` (every run as one DataFrame). The rules: docs/analysis.md."""
+"""Reading a sweep folder back: run directories (:class:`RunRecord`), their config and results,
+configuration hashes, and :func:`load_sweep` (every run as one DataFrame). The rules:
+docs/analysis.md; which runs are the same configuration is ``lengen.identity``'s rule
+(``AVERAGED_MAY_DIFFER``), which this module applies to the runs of a folder."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lengen.identity import AVERAGED_MAY_DIFFER, digest, flatten, measured_identity
 from lengen.results import (
     CONFIG_NAME,
     LEARNED_ACCURACY,
@@ -23,62 +25,37 @@ from lengen.results import (
     sort_rows,
 )
 
-#: dotted config keys (and whole subtrees) left out of the configuration hash
-IGNORED_KEYS = (
-    "seed",  # what we average over
-    "hydra",  # where the run wrote (train.py already drops it from config.yaml)
-    "logger",  # csv / wandb / none: where training curves go
-    "resume",  # a resumed run replays the same batches (every batch is a function of seed, step)
-    "trainer.enable_progress_bar",
-    "trainer.enable_model_summary",
-    "trainer.log_every_n_steps",
-    "eval.lengths",  # the length is a row key; runs evaluated at more lengths still group
-    "eval.factors",
-    "eval.max_tokens_per_batch",  # evaluation batch size: memory, not the instances
-)
 #: what a run is, by name in results.json -> config key (for runs without results)
 DESCRIBED = {"pe": "pe.name", "task": "data.name", "model": "model.name"}
 DESCRIBED |= {"train_len": "data.len", "seed": "seed"}
 
 
-def flatten(tree: dict, prefix: str = "") -> dict:
-    """{'a': {'b': 1}} -> {'a.b': 1}; lists and empty dicts stay values."""
-    flat = {}
-    for key, value in tree.items():
-        if isinstance(value, dict) and value:
-            flat.update(flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
+def identity(
+    config: dict, ignored: tuple[str, ...] = AVERAGED_MAY_DIFFER, *, _depth: int = 0
+) -> dict:
+    """The flat config that identifies a configuration (``lengen.identity.measured_identity``),
+    ``init_from`` counted by the hash of the run it points to where that run can be found."""
+    return measured_identity(config, ignored, lambda init_from: _base_hash(init_from, _depth))
 
 
-def identity(config: dict, ignored: tuple[str, ...] = IGNORED_KEYS, *, _depth: int = 0) -> dict:
-    """The flat config that identifies a configuration: ignored keys dropped, null keys dropped
-    (a key an older lengen did not write means the same as null: unset), and ``init_from``
-    replaced by the hash of the run it points to where that run can be found, so fine-tunes of
-    equal base runs group although each points to its own seed's directory."""
-    flat = {
-        key: value
-        for key, value in flatten(config).items()
-        if value is not None and not any(key == k or key.startswith(k + ".") for k in ignored)
-    }
-    if flat.get("init_from"):
-        flat["init_from"] = str(flat["init_from"])
-        path = Path(flat["init_from"])  # a run directory, or a checkpoint in one
-        for run_dir in [path] if path.is_dir() else [path.parent, path.parent.parent]:
-            if _depth < 8 and (run_dir / CONFIG_NAME).is_file():
-                with contextlib.suppress(OSError, ValueError):
-                    base = read_config(run_dir / CONFIG_NAME)
-                    flat["init_from"] = "run:" + config_hash(base, _depth=_depth + 1)
-                break
-    return flat
+def _base_hash(init_from: str, depth: int) -> str | None:
+    """The configuration hash of the run ``init_from`` names (a run directory, or a checkpoint
+    in one), or None where none is found or its config.yaml cannot be read; a chain of
+    fine-tunes is followed 8 runs deep."""
+    path = Path(init_from)
+    for run_dir in [path] if path.is_dir() else [path.parent, path.parent.parent]:
+        if depth < 8 and (run_dir / CONFIG_NAME).is_file():
+            with contextlib.suppress(OSError, ValueError):
+                return config_hash(read_config(run_dir / CONFIG_NAME), _depth=depth + 1)
+            return None  # the nearest config.yaml decides, readable or not
+    return None
 
 
-def config_hash(config: dict, ignored: tuple[str, ...] = IGNORED_KEYS, *, _depth: int = 0) -> str:
+def config_hash(
+    config: dict, ignored: tuple[str, ...] = AVERAGED_MAY_DIFFER, *, _depth: int = 0
+) -> str:
     """sha256 (hex) of the canonical JSON of :func:`identity`."""
-    flat = identity(config, ignored, _depth=_depth)
-    canonical = json.dumps(flat, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return digest(identity(config, ignored, _depth=_depth))
 
 
 def read_config(path: Path) -> dict:
@@ -90,8 +67,9 @@ def read_config(path: Path) -> dict:
 
 
 @dataclass
-class Run:
-    """One run directory and what became of it."""
+class RunRecord:
+    """One run directory of a sweep folder and what became of it (not ``lengen.api.Run``, the
+    rebuilt model of one run: this holds only what its files say)."""
 
     path: Path
     name: str  # relative to the folder, for display
@@ -130,12 +108,12 @@ class Run:
             "reached_at_step": self.criterion.get("reached_at_step"),
         }
 
-    def fail(self, reason: str) -> Run:
+    def fail(self, reason: str) -> RunRecord:
         self.status, self.reason = "failed", reason
         return self
 
 
-def load_run(run: Run, tag: str | None, min_accuracy: float) -> Run:
+def read_run(run: RunRecord, tag: str | None, min_accuracy: float) -> RunRecord:
     """Read ``run``'s config and results; a run that cannot be used fails with the reason (a
     sweep with broken runs still aggregates; the reasons go to failed.csv)."""
     try:
@@ -180,7 +158,7 @@ def load_run(run: Run, tag: str | None, min_accuracy: float) -> Run:
 
 def load_runs(
     folder: str | Path, tag: str | None, min_accuracy: float, reached_criterion: bool = False
-) -> list[Run]:
+) -> list[RunRecord]:
     """Every run directory below ``folder`` (sorted), then the directories with results*.json
     but no config.yaml (failed); duplicates marked; with ``reached_criterion``, runs whose
     criterion was not reached (or that had none) excluded. A run directory is not searched
@@ -191,13 +169,13 @@ def load_runs(
     runs, orphans = [], []
     for root, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
-        run = Run(Path(root), Path(root).relative_to(folder).as_posix())  # the folder: "."
+        run = RunRecord(Path(root), Path(root).relative_to(folder).as_posix())  # the folder: "."
         if CONFIG_NAME in files:
             runs.append(run)
             dirs[:] = []
         elif any(f.startswith("results.") and f.endswith(".json") for f in files):
             orphans.append(run.fail("results without config.yaml"))
-    runs = [load_run(run, tag, min_accuracy) for run in sorted(runs, key=lambda r: r.path)]
+    runs = [read_run(run, tag, min_accuracy) for run in sorted(runs, key=lambda r: r.path)]
     runs += sorted(orphans, key=lambda run: run.path)
     for run in runs:
         if reached_criterion and run.status == "ok" and not run.criterion.get("reached"):

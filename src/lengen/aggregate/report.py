@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from lengen.aggregate.load import DESCRIBED, IGNORED_KEYS
+from lengen.aggregate.load import DESCRIBED
 from lengen.aggregate.stats import RANKING_COLUMNS, SUMMARY_COLUMNS, TABLE, Summary, aggregate
+from lengen.atomic import atomic_write
+from lengen.identity import AVERAGED_MAY_DIFFER
 from lengen.results import (
     CONFIG_NAME,
     LEARNED_ACCURACY,
     LM_FALLBACK_METRIC,
     METRIC_DIRECTIONS,
-    atomic_write_text,
     results_name,
 )
 
@@ -72,7 +73,7 @@ def write_outputs(summary: Summary, out_dir: str | Path | None = None) -> list[P
             table = frame.to_csv(index=False, lineterminator="\n", na_rep="nan")
         name = name if summary.tag is None else name.replace(".", f".{summary.tag}.")
         paths.append(Path(out_dir or summary.folder) / name)
-        atomic_write_text(paths[-1], table)
+        atomic_write(paths[-1], table)
     return paths
 
 
@@ -172,7 +173,7 @@ def _settings_section(summary: Summary) -> list[str]:
         "",
         f"- Metric: `{metric}`{fallback if METRIC_DIRECTIONS[metric] else ''}; "
         f"source files: `{results_name(summary.tag)}`.",
-        *RULES.format(ignored=", ".join(f"`{k}`" for k in IGNORED_KEYS)).splitlines(),
+        *RULES.format(ignored=", ".join(f"`{k}`" for k in AVERAGED_MAY_DIFFER)).splitlines(),
         f"- Not learned: per-token accuracy at the training length < {summary.min_accuracy:g}. "
         f"Such runs are {kept}.",
     ]

@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 import scipy.stats
 
-from lengen.aggregate.load import IGNORED_KEYS, Run, config_hash, identity, load_runs
+from lengen.aggregate.load import RunRecord, config_hash, identity, load_runs
+from lengen.identity import AVERAGED_MAY_DIFFER
 from lengen.results import (
     LEARNED_ACCURACY,
     LM_FALLBACK_METRIC,
@@ -52,7 +53,7 @@ class Summary:
     min_accuracy: float
     exclude_not_learned: bool
     tag: str | None
-    runs: list[Run]
+    runs: list[RunRecord]
     reached_criterion: bool = False
     rows: list[dict] = field(default_factory=list)
     ranking: list[dict] = field(default_factory=list)
@@ -169,7 +170,7 @@ def summary_rows(summary: Summary) -> list[dict]:
                 "_n_learned": learned.count(True),
                 "_n_unchecked": learned.count(None),
                 "_length_unit": length_unit(rows[0]),
-                "_rank_hash": config_hash(run.config, (*IGNORED_KEYS, "pe")),
+                "_rank_hash": config_hash(run.config, (*AVERAGED_MAY_DIFFER, "pe")),
             }
         )
     named = ("task", "model", "pe")
@@ -184,7 +185,7 @@ def _mean(values: list) -> float | None:
 
 
 # -- settings: the keys that set configurations apart -----------------------------------------
-def distinguishing(runs: list[Run], within: list[str], prefix: str = "") -> dict[str, str]:
+def distinguishing(runs: list[RunRecord], within: list[str], prefix: str = "") -> dict[str, str]:
     """For each configuration of ``runs``, the keys (those starting with ``prefix``), sorted, that
     set it apart from the configurations that agree with it on the ``within`` keys (a table of
     summary.md: task, model, train_len), as "key=value, …".

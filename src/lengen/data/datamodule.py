@@ -100,6 +100,7 @@ class TaskData:
     """
 
     cheap_to_build = True
+    evaluation_kind = "tasks"  # lengen.evaluation.tasks scores it
 
     @classmethod
     def validate_config(cls, cfg) -> None:

@@ -1,8 +1,9 @@
 """What every data source gives the run: batches, and the facts evaluation and results need.
 
-``data/`` only makes batches; scoring them is ``lengen.evaluation``'s work. A data source is
-any class (the ``_target_`` of a ``configs/data`` yaml) with this interface; tasks
-(``TaskData``) and text (``TextData``) are the two today.
+``data/`` only makes batches; scoring them is ``lengen.evaluation``'s work, chosen by the
+source's ``evaluation_kind``. A data source is any class (the ``_target_`` of a
+``configs/data`` yaml) with this interface; tasks (``TaskData``) and text (``TextData``) are the
+two today.
 
 A batch is ``{"inputs": {name: LongTensor (B, T)}, "targets": LongTensor (B, T)}``: the model is
 called as ``model(**batch["inputs"])``; targets hold ``IGNORE`` where nothing is scored. Sources
@@ -42,6 +43,10 @@ class DataSource(Protocol):
     #: whether building it takes well under a second (the entry point builds it to check a
     #: command line before anything runs); text data reads and tokenises a corpus: False
     cheap_to_build: bool
+    #: how ``lengen.evaluation`` scores it: ``"tasks"`` (accuracy and exact match on answers)
+    #: or ``"text"`` (perplexity on windows). A name, not a scorer: data stays below evaluation,
+    #: and a new source scored like an existing one only names that kind
+    evaluation_kind: str
 
     @classmethod
     def validate_config(cls, cfg) -> None:

@@ -310,6 +310,7 @@ class TextData:
 
     # -- interface of the run (lengen.data.source.DataSource) ---------------------------------
     cheap_to_build = False
+    evaluation_kind = "text"  # lengen.evaluation.text scores it
 
     @staticmethod
     def validate_config(cfg) -> None:

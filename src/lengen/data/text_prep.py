@@ -23,9 +23,10 @@ import glob
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from lengen.atomic import atomic_write
 
 TOKENIZER_KINDS = ("bpe", "char", "byte", "word")
 PROTOCOLS = ("nonoverlap", "sliding")
@@ -257,14 +258,6 @@ def new_tokenizer(kind: str, vocab_size: int | None, train_rows: list[str], prog
     return tokenizer
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
-
-
 def load_tokenizer(
     spec: str,
     vocab_size: int | None,
@@ -294,7 +287,7 @@ def load_tokenizer(
         text = path.read_text()
     else:
         text = new_tokenizer(spec, vocab_size, train_rows() if learned else [], progress).to_str()
-        _atomic_write(path, text)
+        atomic_write(path, text)
     return Tokenizer.from_str(text), hashlib.sha256(text.encode()).hexdigest(), hit
 
 

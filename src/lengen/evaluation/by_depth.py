@@ -81,9 +81,9 @@ def write_depth_report(
     report: dict, output_dir: Path, tag: str = "", dpi: int | None = None
 ) -> None:
     """``accuracy_by_depth<tag>.json`` and its heatmap, both written atomically."""
+    from lengen.atomic import atomic_write
     from lengen.plots import plot_depth_heatmap
-    from lengen.results import atomic_write_text
 
     stem = f"accuracy_by_depth{tag}"  # tag: "" or ".<tag>" (eval.py)
-    atomic_write_text(output_dir / f"{stem}.json", json.dumps(report, indent=2) + "\n")
+    atomic_write(output_dir / f"{stem}.json", json.dumps(report, indent=2) + "\n")
     plot_depth_heatmap(report, output_dir / f"{stem}.png", dpi=dpi)  # and the .pdf beside it

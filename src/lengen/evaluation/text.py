@@ -168,8 +168,8 @@ def write_position_report(
 ) -> None:
     """``loss_by_position<tag>.json`` (mean loss and count per window position, per length)
     and its plot. Position p is the (p+1)-th token of a window: it sees p tokens of context."""
+    from lengen.atomic import atomic_write
     from lengen.plots import plot_loss_by_position
-    from lengen.results import atomic_write_text
 
     strides = {row["length"]: row["stride"] for row in rows}
     report = {
@@ -186,5 +186,5 @@ def write_position_report(
             for length, values in by_position.items()
         },
     }
-    atomic_write_text(output_dir / position_name(tag, "json"), json.dumps(report) + "\n")
+    atomic_write(output_dir / position_name(tag, "json"), json.dumps(report) + "\n")
     plot_loss_by_position(report, output_dir / position_name(tag, "png"), dpi=dpi)  # + .pdf

@@ -29,13 +29,14 @@ Two options every encoding takes, implemented here once:
   (``bias_of_distance``: ALiBi, T5, KERPLE, Sandwich, FIRE) instead follow the reference code's
   relative encodings (``compute_noisy_alibi_encodings_biases``,
   ``compute_attention_with_noisy_relative_encodings``) with ``randomized_relative="distances"``
-  (the default of their yamls): the tokens keep their indices, and the *offsets*
+  (the default of their configs): the tokens keep their indices, and the *offsets*
   1 … T−1 are mapped to a sorted random subset d_1 < … < d_{T−1} of [1, ``max_position``)
   (d_0 = 0), so the bias of query i and key j is that of distance d_{|i−j|} with the sign of
   i − j: a Toeplitz bias, the same at every place in the sequence.
   ``randomized_relative="positions"`` keeps the older scheme, the distance |p_i − p_j| of the
-  random positions (not a function of i − j alone); a missing key (None: run directories
-  written before the option existed, modules built directly) means ``positions``.
+  random positions (not a function of i − j alone); null means ``positions``, and so does a
+  missing key in the config.yaml of a run directory written before the option existed
+  (``lengen.rundir.load_config`` reads it so, and the run re-evaluates as it trained).
   ``randomized_eval`` (default true, as in the paper) applies the draw at evaluation too, with
   one fixed draw per length so that evaluation stays reproducible and paired; false evaluates
   on 0 … T−1. A draw is made by ``positions()`` once per forward pass and shared by all layers

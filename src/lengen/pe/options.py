@@ -449,12 +449,32 @@ def encoding_keys(node: Mapping) -> dict:
     }
 
 
+def config_class(target: str | None) -> type[EncodingOptions] | None:
+    """The config class an encoding's ``_target_`` is checked with: a shipped encoding's from
+    here, without torch; else the class's own ``Options`` (importing its module, torch with it)
+    when its constructor takes options only through it (``**keywords``); else None."""
+    found = options_of(target)
+    if found is not None or not isinstance(target, str):
+        return found
+    import inspect
+
+    from hydra.utils import get_class
+
+    cls = get_class(target)
+    options = getattr(cls, "Options", None)
+    if not (isinstance(options, type) and issubclass(options, EncodingOptions)):
+        return None
+    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    keywords_only = all(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+    return options if keywords_only else None
+
+
 def check_encoding(node: Mapping, **context) -> bool:
     """Every check the encoding named by node["_target_"] makes of its options and of the run
     (``context``: the keywords of ``EncodingContext``, as lengen.build passes them) -> True
-    when checked; False when _target_ names no encoding whose config is here (a user's: its
-    constructor checks it when built). Raises ValueError naming the key."""
-    options = options_of(node.get("_target_"))
+    when checked; False when its class has no config class to check with (an encoding with
+    a constructor of its own: it checks itself when built). Raises ValueError naming the key."""
+    options = config_class(node.get("_target_"))
     if options is None:
         return False
     name = node["_target_"].rpartition(".")[2]

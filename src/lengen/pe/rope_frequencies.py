@@ -62,7 +62,7 @@ from lengen.pe.rules import NEEDS_ORIGINAL_LENGTH, check_scaling, check_yarn_ram
 from lengen.pe.sinusoidal import sinusoid_inverse_frequencies
 
 # The checks of the keys (``check_scaling``, ``check_yarn_ramp``, …) and the dimension rules
-# (``rotary_dimension``, ``p_rope_pairs``) live in lengen.pe.options, without torch.
+# (``rotary_dimension``, ``p_rope_pairs``) live in lengen.pe.rules, without torch.
 
 
 # -- frequencies -------------------------------------------------------------------------------

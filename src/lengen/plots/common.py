@@ -96,21 +96,24 @@ def save_figure(
     formats: tuple[str, ...] = ("png", "pdf"),
     dpi: int | None = None,
 ) -> list[Path]:
-    """Write ``stem.<format>`` for each format, atomically (a hidden temporary file, then a
-    rename), with TrueType text in PDFs; close the figure -> the paths written. ``dpi`` sets
-    the raster formats' resolution (default ``DEFAULT_DPI``; ``eval.plot_dpi`` for run
-    figures); a PDF is vector, so it only affects images embedded in it."""
+    """Write ``stem.<format>`` for each format, atomically (``lengen.atomic.atomic_write``),
+    with TrueType text in PDFs; close the figure -> the paths written. ``dpi`` sets the raster
+    formats' resolution (default ``DEFAULT_DPI``; ``eval.plot_dpi`` for run figures); a PDF is
+    vector, so it only affects images embedded in it."""
+    import io
+
+    from lengen.atomic import atomic_write
+
     plt = pyplot()
     stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
     paths = []
     with plt.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42}):  # read when saving
         for fmt in formats:
-            path = stem.with_name(f"{stem.name}.{fmt}")
-            tmp = stem.with_name(f".{stem.name}.tmp.{fmt}")
-            fig.savefig(tmp, bbox_inches="tight", dpi=dpi or DEFAULT_DPI)
-            tmp.replace(path)
-            paths.append(path)
+            # rendered in memory, so the one atomic writer puts the bytes on disk
+            image = io.BytesIO()
+            fig.savefig(image, format=fmt, bbox_inches="tight", dpi=dpi or DEFAULT_DPI)
+            paths.append(stem.with_name(f"{stem.name}.{fmt}"))
+            atomic_write(paths[-1], image.getvalue())
     plt.close(fig)
     return paths
 

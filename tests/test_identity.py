@@ -1,0 +1,51 @@
+"""When two configurations are the same (lengen.identity): what a run trains (run ids, resume
+and checkpoints) and what runs measure (aggregation), and where the two rules part."""
+
+from __future__ import annotations
+
+from helpers import compose_train
+from lengen.identity import config_differences, measured_identity, run_id
+from lengen.rundir import resolved_config
+
+
+def resolved(*overrides: str) -> dict:
+    return resolved_config(compose_train(*overrides))
+
+
+def test_run_id_ignores_the_seed_and_resume_settings():
+    assert run_id(compose_train()) == run_id(compose_train("seed=3", "resume=auto"))
+
+
+def test_run_id_names_what_is_trained():
+    assert run_id(compose_train()) != run_id(compose_train("pe=alibi"))
+
+
+def test_a_resumed_run_may_change_how_it_runs_and_what_it_evaluates():
+    changed = ("resume=true", "trainer.log_every_n_steps=7", "eval.decoding=greedy")
+    assert config_differences(resolved(), resolved(*changed)) == []
+    assert run_id(compose_train()) == run_id(compose_train(*changed))
+
+
+def test_a_resumed_run_may_not_change_its_seed():
+    # run_id leaves the seed out (a directory's name carries it); resuming does not
+    assert config_differences(resolved(), resolved("seed=3")) == ["seed (0 -> 3)"]
+
+
+def test_aggregation_splits_on_evaluation_settings_that_resuming_ignores():
+    plain, greedy = resolved(), resolved("eval.decoding=greedy")
+    assert measured_identity(plain) != measured_identity(greedy)
+
+
+def test_aggregation_leaves_out_the_seed_the_lengths_and_null_keys():
+    assert measured_identity(resolved()) == measured_identity(
+        resolved("seed=3", "eval.lengths=[8]")
+    )
+    assert measured_identity({"seed": 0, "pe": {"name": "rope", "base": None}}) == {
+        "pe.name": "rope"
+    }
+
+
+def test_init_from_counts_by_its_base_run_where_the_caller_finds_it():
+    config = {"init_from": "runs/a"}
+    assert measured_identity(config, base_hash=lambda path: "h")["init_from"] == "run:h"
+    assert measured_identity(config, base_hash=lambda path: None)["init_from"] == "runs/a"
