@@ -205,3 +205,89 @@ def tiny_model(pe: str, model: str, *overrides: str, train_len: int = 4, length:
         *overrides,
     )
     return sharpen(build(cfg)[1])
+
+
+# -- the encodings' tests (tests/pe): references and probes shared by several files ----------
+def grid_cells(shape, readout: bool = False):
+    """Row-major cell coordinates (``lengen.pe.grid_positions``), plus a −1 row at the end when
+    ``readout``: (prod(shape) [+ 1], len(shape)) int64."""
+    import torch
+
+    from lengen.pe import grid_positions
+
+    positions = grid_positions(shape)
+    if readout:
+        positions = torch.cat([positions, torch.full((1, len(shape)), -1)])
+    return positions
+
+
+def reference_block(value, n_heads: int, q_positions, k_positions):
+    """(H, Tq, Tk) float64 tensor of value(h, i, j) for heads h, queries i and keys j."""
+    import torch
+
+    q_list, k_list = [int(i) for i in q_positions], [int(j) for j in k_positions]
+    return torch.tensor(
+        [[[value(h, i, j) for j in k_list] for i in q_list] for h in range(n_heads)],
+        dtype=torch.float64,
+    )
+
+
+def ref_theta(dim: int, base: float):
+    """RoFormer: θ_i = base^(−2i/dim), i = 0 … dim/2 − 1, float64 numpy (dim/2,)."""
+    import numpy as np
+
+    return np.array([base ** (-2 * i / dim) for i in range(dim // 2)], dtype=np.float64)
+
+
+def ref_rotate(x, positions, theta, layout: str = "interleaved", magnitude=None):
+    """Rotate the first 2·len(theta) dims of x as complex pairs by e^(i·p·θ_j) (times an
+    optional per-(position, pair) magnitude); the other dims pass. float64 numpy, x's shape."""
+    import numpy as np
+
+    values = x.detach().double().numpy()
+    rotated = 2 * len(theta)
+    half = rotated // 2
+    angles = np.asarray(positions, dtype=np.float64)[..., None] * theta  # (..., seq, r/2)
+    if layout == "interleaved":
+        pairs = values[..., 0:rotated:2] + 1j * values[..., 1:rotated:2]
+    else:
+        pairs = values[..., :half] + 1j * values[..., half:rotated]
+    turned = pairs * np.exp(1j * angles)
+    if magnitude is not None:
+        turned = turned * magnitude
+    out = values.copy()
+    if layout == "interleaved":
+        out[..., 0:rotated:2], out[..., 1:rotated:2] = turned.real, turned.imag
+    else:
+        out[..., :half], out[..., half:rotated] = turned.real, turned.imag
+    return out
+
+
+def qk_scores(q, k):
+    """q·kᵀ over the last two dimensions: (..., Tq, d), (..., Tk, d) -> (..., Tq, Tk)."""
+    return q @ k.transpose(-1, -2)
+
+
+def rope_pe(**options):
+    """RoPE with ``options``, head_dim 16 (d_model 64, 4 heads), 32 training positions."""
+    from lengen.pe.rope import RoPE
+
+    return RoPE(d_model=64, n_heads=4, train_positions=32, **options)
+
+
+def rotate_with(pe, q, k, positions):
+    """q, k (..., T, hd) through pe.rotate at one set of positions."""
+    return pe.rotate(q, k, positions, positions)
+
+
+def toeplitz_scores(pe, length: int):
+    """The same query vector and the same key vector at every position of one sequence, through
+    ``pe.rotate``: the (length, length) scores."""
+    import torch
+
+    generator = torch.Generator().manual_seed(14)
+    head_dim = pe.head_dim
+    q = torch.randn(head_dim, generator=generator).expand(1, 1, length, head_dim)
+    k = torch.randn(head_dim, generator=generator).expand(1, 1, length, head_dim)
+    rotated_q, rotated_k = rotate_with(pe, q, k, torch.arange(length))
+    return qk_scores(rotated_q, rotated_k)[0, 0]  # (length, length)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from omegaconf import DictConfig
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
 
 from helpers import CONFIG_DIR, compose_train, yaml_choices
 from lengen.build import build, config_axes, instantiate_named, model_kind
@@ -15,7 +16,9 @@ from lengen.config import (
     eval_lengths,
     validate,
 )
+from lengen.options import EvalOptions, OptimOptions, RunOptions, TrainerOptions
 from lengen.pe.base import PositionalEncoding
+from lengen.schema import node_options
 
 GROUPS = sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir() and p.name != "hydra")
 CHOICES = [(group, name) for group in GROUPS for name in yaml_choices(group)]
@@ -148,6 +151,7 @@ def test_eval_factors_must_give_whole_lengths():
         ("model.n_heads=3", "model.d_model"),
         ("model.dropout=1.0", "model.dropout"),
         ("optim.lr=0", "optim.lr"),
+        ("model.attention=xformers", "model.attention"),
         ("eval.samples=0", "eval.samples"),
         ("eval.decoding=beam", "eval.decoding"),
         ("eval.lengths=[16,0]", "eval.lengths"),
@@ -225,31 +229,56 @@ def test_mcgill_paper_recipe_has_the_papers_table_2_settings():
 
 
 # -- the yamls show their config classes' defaults (lengen.schema) -----------------------------
-def pe_yaml_options(name: str) -> dict:
-    """configs/pe/<name>.yaml over train.yaml's shared pe options, as composed, without Hydra's
-    keys and lengen's ``name``."""
-    from omegaconf import OmegaConf
-
-    from lengen.pe.options import encoding_keys
-
-    shared = OmegaConf.load(CONFIG_DIR / "train.yaml").pe
-    node = OmegaConf.merge(shared, OmegaConf.load(CONFIG_DIR / "pe" / f"{name}.yaml"))
-    return encoding_keys(OmegaConf.to_container(node))
+#: group -> the config class of its yamls, where one class serves the whole group
+GROUP_OPTIONS = {"eval": EvalOptions, "trainer": TrainerOptions}
+#: the groups whose yamls are one component's config each (data: tests/data/test_options.py)
+TYPED_GROUPS = ("pe", "model", "eval", "trainer")
 
 
-def pe_options_class(name: str):
-    from hydra.utils import get_class
-    from omegaconf import OmegaConf
-
-    return get_class(OmegaConf.load(CONFIG_DIR / "pe" / f"{name}.yaml")._target_).Options
-
-
-@pytest.mark.parametrize("name", yaml_choices("pe"))
-def test_pe_yaml_holds_every_option_of_its_config_class_and_no_other(name):
-    assert sorted(pe_yaml_options(name)) == sorted(pe_options_class(name).defaults())
+def composed_node(group: str, name: str) -> dict:
+    """The group's node as ``group=name`` composes it (pe: over train.yaml's shared options),
+    its options only (``lengen.schema.node_options``), tuples as lists."""
+    node = OmegaConf.to_container(compose_train(f"{group}={name}", fast=False)[group])
+    return {key: plain(value) for key, value in node_options(node).items()}
 
 
-@pytest.mark.parametrize("name", yaml_choices("pe"))
-def test_pe_yaml_shows_the_config_classes_defaults(name):
-    defaults = pe_options_class(name).defaults()
-    assert pe_yaml_options(name) == {key: defaults[key] for key in pe_yaml_options(name)}
+def plain(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def options_class(group: str, name: str):
+    if group in GROUP_OPTIONS:
+        return GROUP_OPTIONS[group]
+    return get_class(OmegaConf.load(CONFIG_DIR / group / f"{name}.yaml")._target_).Options
+
+
+def is_base_yaml(group: str, name: str) -> bool:
+    """A yaml that inherits none (a variant, e.g. trainer/cpu.yaml, names its base in a
+    defaults list and sets only what differs)."""
+    return "defaults" not in OmegaConf.load(CONFIG_DIR / group / f"{name}.yaml")
+
+
+TYPED = [(group, name) for group in TYPED_GROUPS for name in yaml_choices(group)]
+
+
+@pytest.mark.parametrize(("group", "name"), TYPED, ids=[f"{g}={n}" for g, n in TYPED])
+def test_yaml_holds_every_option_of_its_config_class_and_no_other(group, name):
+    assert sorted(composed_node(group, name)) == sorted(options_class(group, name).defaults())
+
+
+BASES = [(group, name) for group, name in TYPED if is_base_yaml(group, name)]
+
+
+@pytest.mark.parametrize(("group", "name"), BASES, ids=[f"{g}={n}" for g, n in BASES])
+def test_yaml_shows_its_config_classes_defaults(group, name):
+    defaults = {k: plain(v) for k, v in options_class(group, name).defaults().items()}
+    shown = composed_node(group, name)
+    assert shown == {key: defaults[key] for key in shown}
+
+
+def test_train_yaml_shows_the_run_and_optimiser_defaults():
+    cfg = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "train.yaml"))
+    run = {key: plain(value) for key, value in RunOptions.defaults().items()}
+    optim = {key: plain(value) for key, value in OptimOptions.defaults().items()}
+    assert {key: cfg[key] for key in run} == run
+    assert cfg["optim"] == optim

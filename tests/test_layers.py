@@ -22,6 +22,7 @@ LAYERS = (
     ("atomic", "provenance"),  # below results, which writes atomically and records provenance
     ("checks", "results", "measure", "caches", "loggers", "lazy", "identity"),
     ("schema",),  # the typed configs' rules, from checks' positive_int
+    ("options",),  # the run's typed configs, on schema
     ("pe", "config"),
     ("model", "data", "plots"),
     ("evaluation", "build", "checkpoints"),

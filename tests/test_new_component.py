@@ -56,10 +56,19 @@ strength: 0.5   # > 0: the bias is -strength * |i - j|
 TASK = '''
 """A toy task: output each symbol plus one, modulo the alphabet."""
 
-from lengen.data.tasks.base import AlphabetTask
+import dataclasses
+
+from lengen.data.tasks.base import AlphabetOptions, AlphabetTask, with_default
+
+
+@dataclasses.dataclass(frozen=True)
+class ShiftOptions(AlphabetOptions):
+    data_defaults = {"len": 8}
+    n_symbols: int = with_default(AlphabetOptions, "n_symbols", 8)
 
 
 class Shift(AlphabetTask):
+    Options = ShiftOptions
     name = "toy_shift"
     source = "tests/test_new_component.py"
     answer_format = "the n input symbols, each plus one"
@@ -79,8 +88,8 @@ len: 8
 min_len: 1
 curriculum: uniform
 curriculum_tau: 0.9
-batch_size: 32
-val_samples: 64
+batch_size: 64
+val_samples: 256
 """
 
 #: a few steps of everything, small, as the suite's other training runs
@@ -93,13 +102,14 @@ COMPONENTS = {
     "encoding": (
         "toy_bias_pe", ENCODING, "pe", "toy_bias", ENCODING_YAML,
         "pe.strength=-1", "error: pe.strength must be a number > 0, got -1", "pe",
-        ["tests/test_configs.py", "tests/pe/test_options.py", "tests/pe/test_positions.py"],
+        ["tests/test_configs.py", "tests/pe/test_options.py", "tests/pe/test_invariants.py"],
     ),
     "task": (
         "toy_shift_task", TASK, "data", "toy_shift", TASK_YAML,
         "data.task.n_symbols=1", "error: data.task.n_symbols must be an integer >= 2, got 1",
         "task",
-        ["tests/test_configs.py", "tests/data/test_tasks.py", "tests/data/test_datamodule.py"],
+        ["tests/test_configs.py", "tests/data/test_tasks.py", "tests/data/test_datamodule.py",
+         "tests/data/test_options.py"],
     ),
 }  # fmt: skip
 

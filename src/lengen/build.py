@@ -40,10 +40,11 @@ def instantiate_named(node: DictConfig, **kwargs):
 
 def model_kind(cfg: DictConfig) -> str:
     """``decoder``, ``encoder`` or ``encoder_decoder``: read without torch for lengen's models
-    (``lengen.model.options``), from the class for a model of the user's."""
-    from lengen.model.options import kind_of
+    (their config classes, ``lengen.options``), from the class for a model of the user's."""
+    from lengen.options import model_options
 
-    kind = kind_of(cfg.model._target_)
+    options = model_options(cfg.model._target_)
+    kind = options.kind if options is not None else None
     if kind is None:
         from hydra.utils import get_class
 
@@ -111,8 +112,8 @@ def build(cfg: DictConfig, *, meta: bool = False):
 
 def check_components(cfg: DictConfig) -> bool:
     """Every component's own checks of a config, before a run directory exists: the data
-    source's, then the model's and the encoding's (``lengen.model.options``,
-    ``lengen.pe.options``) without importing torch, so a refusal takes well under 2 s; then
+    source's, then the encoding's for each stack of the model (``lengen.pe.options``; the
+    model's own keys are ``validate``'s, ``lengen.options``) without importing torch, so a refusal takes well under 2 s; then
     drawing a few training instances (``check_sampling``, which imports torch). A source that
     is not cheap to build (text reads its corpus) is not built: its keys are checked by
     ``validate`` and the encoding learns its positions from ``planned_positions``. Raises
@@ -122,7 +123,7 @@ def check_components(cfg: DictConfig) -> bool:
     ``check_by_building`` then runs their checks."""
     from hydra.utils import get_class
 
-    from lengen.model.options import STACKS, check_model, kind_of
+    from lengen.options import model_options
     from lengen.pe.options import check_encoding
 
     model = cfg.model
@@ -133,16 +134,16 @@ def check_components(cfg: DictConfig) -> bool:
         )
         if positions is None:
             data, _, positions = build_data(cfg)
-        check_model(model)
+        options = model_options(model._target_)
         node = OmegaConf.to_container(cfg.pe, resolve=True)
         sizes = dict(d_model=model.d_model, n_heads=model.n_heads, n_layers=model.n_layers)
         known = [
             check_encoding(node, causal=causal, **sizes, **positions)
-            for causal in STACKS.get(model_kind(cfg), ())
+            for causal in (options.stacks if options is not None else ())
         ]
         if data is not None:
             data.check_sampling()
-    return all(known) and kind_of(model._target_) is not None and model.get("attention") != "flex"
+    return all(known) and options is not None and model.get("attention") != "flex"
 
 
 def check_by_building(cfg: DictConfig) -> None:

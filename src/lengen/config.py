@@ -14,12 +14,18 @@ from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from lengen.checks import ConfigError, check_batch_split, check_heads, positive_int
+from lengen.checks import ConfigError, check_batch_split, positive_int
 from lengen.identity import run_id
+from lengen.options import (
+    EvalOptions,
+    ModelOptions,
+    OptimOptions,
+    RunOptions,
+    TrainerOptions,
+    model_options,
+)
+from lengen.schema import Options, node_options
 
-PROTOCOLS = ("teacher_forced", "greedy")
-#: validation metrics a run can be trained to (``trainer.criterion_metric``)
-CRITERION_METRICS = ("exact_match", "accuracy")
 #: Config groups whose choice is a yaml file under configs/<group>/.
 GROUPS = ("pe", "model", "data", "trainer", "logger", "eval", "experiment", "debug")
 #: the lengen checkout
@@ -31,9 +37,6 @@ CONFIG_DIR = Path(os.environ.get("LENGEN_CONFIG_DIR") or ROOT / "configs")
 #: runs from
 OmegaConf.register_new_resolver("lengen_root", lambda: str(ROOT), replace=True)
 
-#: ``resume``: false (a fresh run), true (continue an interrupted run), auto (continue it if it
-#: has a checkpoint, start it otherwise, report it done if finished: sweeps that fill gaps)
-RESUME_MODES = (False, True, "auto")
 
 #: a few random hex digits per process: default run directories of two runs started in the same
 #: second with the same config differ by it
@@ -62,44 +65,6 @@ def check_group_overrides(arguments: Sequence[str], config_dir: Path = CONFIG_DI
                 raise ConfigError(
                     f"{key}={choice.strip()}: unknown choice; allowed: {', '.join(allowed)}"
                 )
-
-
-def _int(cfg: DictConfig, key: str, minimum: int = 1) -> int:
-    try:
-        return positive_int(key, _get(cfg, key), minimum)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-
-
-def _number(
-    cfg: DictConfig,
-    key: str,
-    low: float,
-    high: float | None = None,
-    low_inclusive: bool = True,
-    high_inclusive: bool = True,
-) -> float:
-    value = _get(cfg, key)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if ok:
-        ok = value >= low if low_inclusive else value > low
-        if ok and high is not None:
-            ok = value <= high if high_inclusive else value < high
-    if not ok:
-        left = "[" if low_inclusive else "("
-        right = ("]" if high_inclusive else ")") if high is not None else ")"
-        upper = high if high is not None else "inf"
-        raise ConfigError(f"{key} must be a number in {left}{low}, {upper}{right}, got {value!r}")
-    return float(value)
-
-
-def _get(cfg: DictConfig, key: str):
-    node = cfg
-    for part in key.split("."):
-        if not isinstance(node, DictConfig) or part not in node:
-            raise ConfigError(f"{key} is missing from the config")
-        node = node[part]
-    return node
 
 
 def eval_lengths(cfg: DictConfig) -> list[int]:
@@ -134,51 +99,38 @@ def eval_lengths(cfg: DictConfig) -> list[int]:
     return sorted(lengths)
 
 
+def checked(options: type[Options], node) -> Options:
+    """A component's typed config from its yaml node, checked (ConfigError naming the key)."""
+    keys = node_options(OmegaConf.to_container(node, resolve=True) if node is not None else {})
+    try:
+        return options.from_keys(keys, owner=node.get("_target_", "").rpartition(".")[2] or None)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
 def validate(cfg: DictConfig) -> None:
-    """Check every generic user-facing key; raise ConfigError on the first bad one."""
-    if _int(cfg, "seed", minimum=0) >= 2**32:  # numpy and Lightning seed with 32 bits
-        raise ConfigError(f"seed must be an integer in [0, 2^32 - 1], got {cfg.seed}")
-    if _get(cfg, "resume") not in RESUME_MODES:
-        raise ConfigError(f"resume must be true, false or auto, got {cfg.resume!r}")
-    init_from = _get(cfg, "init_from")
-    if init_from is not None and not Path(str(init_from)).exists():
-        raise ConfigError(
-            f"init_from={init_from}: no such run directory or checkpoint; allowed: null or a "
-            f"path to a run directory or .ckpt file"
+    """Check every generic user-facing key against its typed config (``lengen.options``);
+    raise ConfigError on the first bad one."""
+    top = {key: cfg.get(key) for key in ("seed", "resume", "init_from")}
+    checked(RunOptions, OmegaConf.create(top))
+    _checked(positive_int, "data.len", cfg.data.get("len"))
+    checked(TrainerOptions, cfg.trainer)
+    if "num_workers" in cfg.data:
+        _checked(positive_int, "data.num_workers", cfg.data.num_workers, 0)
+    world = processes(cfg.trainer)  # None: Lightning decides; train checks it then
+    batch_size = cfg.data.get("batch_size")
+    if world and isinstance(batch_size, int):
+        _checked(check_batch_split, batch_size, world)
+    options = model_options(cfg.model.get("_target_"))
+    if options is None:  # a user's model: the keys every model has (its own: its constructor)
+        node = OmegaConf.masked_copy(
+            cfg.model, [k for k in ModelOptions.option_names() if k in cfg.model]
         )
-    _int(cfg, "data.len")
-    _int(cfg, "trainer.max_steps")
-    validate_trainer(cfg)
-    _int(cfg, "model.d_model")
-    _int(cfg, "model.n_layers")
-    _int(cfg, "model.n_heads")
-    _int(cfg, "model.d_ff")
-    _checked(check_heads, cfg.model.d_model, cfg.model.n_heads)
-    _number(cfg, "model.dropout", 0.0, 1.0, high_inclusive=False)
-    _number(cfg, "optim.lr", 0.0, low_inclusive=False)
-    _number(cfg, "optim.weight_decay", 0.0)
-    _int(cfg, "optim.warmup_steps", minimum=0)
-    _number(cfg, "optim.min_lr_ratio", 0.0, 1.0)
-    betas = cfg.optim.get("betas")
-    if betas is not None and not (
-        isinstance(betas, ListConfig | list)
-        and len(betas) == 2
-        and all(
-            isinstance(b, int | float) and not isinstance(b, bool) and 0 <= b < 1 for b in betas
-        )
-    ):
-        raise ConfigError(f"optim.betas must be two numbers in [0, 1), got {betas!r}")
-    _int(cfg, "eval.samples")
-    _int(cfg, "eval.max_tokens_per_batch")
-    _int(cfg, "eval.seed", minimum=0)
-    if "position_draws" in cfg.eval:
-        _int(cfg, "eval.position_draws")
-    if "plot_dpi" in cfg.eval:
-        _int(cfg, "eval.plot_dpi")
-    if _get(cfg, "eval.decoding") not in PROTOCOLS:
-        raise ConfigError(
-            f"eval.decoding must be one of {', '.join(PROTOCOLS)}; got {cfg.eval.decoding!r}"
-        )
+        _checked(ModelOptions.from_keys(node_options(OmegaConf.to_container(node))).check)
+    else:
+        _checked(checked(options, cfg.model).check)
+    checked(OptimOptions, cfg.optim)
+    checked(EvalOptions, cfg.eval)
     eval_lengths(cfg)
     # the data source checks its own keys (text: files, tokenizer, protocol), found through its
     # _target_ as Hydra will instantiate it (lengen.data.source.DataSource.validate_config)
@@ -195,18 +147,6 @@ def _checked(check, *args) -> None:
         raise ConfigError(str(error)) from None
 
 
-STRATEGIES = ("auto", "ddp", "ddp_find_unused_parameters_true")
-ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
-PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true", "64")
-
-
-def _choice(cfg: DictConfig, key: str, allowed: Sequence[str]) -> str:
-    value = _get(cfg, key)
-    if str(value) not in allowed:
-        raise ConfigError(f"{key} must be one of {', '.join(allowed)}; got {value!r}")
-    return str(value)
-
-
 def processes(trainer: DictConfig) -> int | None:
     """Processes a trainer config asks for (devices × nodes); None when Lightning decides."""
     devices = trainer.get("devices", 1)
@@ -218,46 +158,6 @@ def processes(trainer: DictConfig) -> int | None:
     if isinstance(devices, str):  # "0,1": device indices
         return len([d for d in devices.split(",") if d.strip()]) * nodes
     return devices * nodes
-
-
-def validate_trainer(cfg: DictConfig) -> None:
-    """The trainer keys users set (Lightning's own checks come late, after a 5 s import)."""
-    _choice(cfg, "trainer.accelerator", ACCELERATORS)
-    if "strategy" in cfg.trainer:
-        _choice(cfg, "trainer.strategy", STRATEGIES)
-    _choice(cfg, "trainer.precision", PRECISIONS)
-    devices = _get(cfg, "trainer.devices")
-    ok = devices in (-1, "auto") or (
-        isinstance(devices, int) and not isinstance(devices, bool) and devices >= 1
-    )
-    ok = ok or isinstance(devices, ListConfig) and all(isinstance(d, int) for d in devices)
-    if not ok:
-        raise ConfigError(
-            f"trainer.devices must be a positive integer, -1, auto or a list of device "
-            f"indices, got {devices!r}"
-        )
-    if "num_nodes" in cfg.trainer:
-        _int(cfg, "trainer.num_nodes")
-    _int(cfg, "trainer.val_check_interval")  # steps: training is one endless epoch
-    _int(cfg, "trainer.log_every_n_steps")
-    _int(cfg, "trainer.num_sanity_val_steps", minimum=0)
-    if _get(cfg, "trainer.gradient_clip_val") is not None:
-        _number(cfg, "trainer.gradient_clip_val", 0.0)
-    if cfg.trainer.get("checkpoint_every_n_steps") is not None:
-        _int(cfg, "trainer.checkpoint_every_n_steps")
-    if cfg.trainer.get("criterion_target") is not None:
-        _number(cfg, "trainer.criterion_target", 0.0, 1.0, low_inclusive=False)
-        _choice(cfg, "trainer.criterion_metric", CRITERION_METRICS)
-        _int(cfg, "trainer.criterion_checks")
-    for key in ("enable_progress_bar", "enable_model_summary"):
-        if key in cfg.trainer and cfg.trainer[key] not in (True, False):
-            raise ConfigError(f"trainer.{key} must be true or false, got {cfg.trainer[key]!r}")
-    if "num_workers" in cfg.data:
-        _int(cfg, "data.num_workers", minimum=0)
-    world = processes(cfg.trainer)  # None: Lightning decides; train checks it then
-    batch_size = cfg.data.get("batch_size")
-    if world and isinstance(batch_size, int):
-        _checked(check_batch_split, batch_size, world)
 
 
 def pe_options_changed(cfg: DictConfig, config_dir: Path = CONFIG_DIR) -> dict:

@@ -60,7 +60,6 @@ def one_of(*allowed, nullable: bool = False) -> Rule:
             raise ValueError(f"{key} must be one of {', '.join(map(str, allowed))}; got {value!r}")
         return value
 
-    rule.allowed = allowed
     return rule
 
 
@@ -103,13 +102,31 @@ def number(
     return rule
 
 
+#: keys of a component's yaml node that are lengen's, not options (besides Hydra's ``_target_``,
+#: ``_partial_``, …): ``name`` names the choice
+NODE_KEYS = ("name",)
+
+
+def node_options(node: Mapping) -> dict:
+    """The keys of a yaml node that are options: without Hydra's (``_target_``, ``_partial_``,
+    …) and lengen's own (``name``)."""
+    return {
+        key: value
+        for key, value in node.items()
+        if key not in NODE_KEYS and not (key.startswith("_") and key.endswith("_"))
+    }
+
+
 # -- the config classes --------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Options:
     """Base of a component's typed config; subclasses add fields with ``option``."""
 
-    #: the yaml node the options live under, for messages (``pe``, ``model``, …)
+    #: the yaml node the options live under, for messages (``pe``, ``model``, …; empty for
+    #: the top level)
     prefix: ClassVar[str] = ""
+    #: keys that are not options pass through unchecked (a trainer's other Lightning keys)
+    passthrough: ClassVar[bool] = False
 
     @classmethod
     def option_names(cls) -> list[str]:
@@ -122,31 +139,25 @@ class Options:
         return {field.name: field.default for field in dataclasses.fields(cls)}
 
     @classmethod
-    def allowed(cls, key: str) -> tuple | None:
-        """The allowed values of a choice option, else None."""
-        rule = next(f for f in dataclasses.fields(cls) if f.name == key).metadata["rule"]
-        return getattr(rule, "allowed", None)
-
-    @classmethod
     def from_keys(cls, keys: Mapping, *, owner: str | None = None):
         """The config from a yaml node's keys (missing keys take their defaults); each value
         checked by its field's rule. ValueError naming the key, also for a key ``owner`` (the
         component's name in the message) does not take."""
         names = cls.option_names()
         unknown = sorted(set(keys) - set(names))
-        if unknown:
+        if unknown and not cls.passthrough:
             raise ValueError(
-                f"{cls.prefix}.{unknown[0]}: {owner or cls.__name__} takes no such key; "
+                f"{cls.key(unknown[0])}: {owner or cls.__name__} takes no such key; "
                 f"allowed: {', '.join(names)}"
             )
         values = {}
         for field in dataclasses.fields(cls):
             value = keys.get(field.name, field.default)
             rule = field.metadata.get("rule")
-            values[field.name] = (
-                value if rule is None else rule(f"{cls.prefix}.{field.name}", value)
-            )
+            values[field.name] = value if rule is None else rule(cls.key(field.name), value)
         return cls(**values)
 
-    def as_dict(self) -> dict:
-        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+    @classmethod
+    def key(cls, name: str) -> str:
+        """An option's key as the user types it: ``pe.base``, or ``seed`` at the top level."""
+        return f"{cls.prefix}.{name}" if cls.prefix else name

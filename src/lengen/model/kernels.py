@@ -40,8 +40,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lengen.model.options import check_attention_option
+from lengen.options import KERNELS
 from lengen.pe.base import PositionalEncoding
+from lengen.schema import one_of
 
 #: Largest block of attention scores (B × H × queries × keys) built at once; 16M fp32 = 64 MiB.
 MAX_BIAS_ELEMENTS = 1 << 24
@@ -147,7 +148,7 @@ def choose_kernel(
 
     Args:
         pe: the stack's encoding (None: no positional logits, e.g. cross-attention).
-        option: ``model.attention`` (``lengen.model.options.KERNELS``).
+        option: ``model.attention`` (``lengen.options.KERNELS``).
         training: whether gradients will flow (FlexAttention has no CPU backward).
         device_type: ``cpu``, ``cuda``, … or None when not yet known.
         dropout: the attention dropout probability that will be applied.
@@ -156,7 +157,7 @@ def choose_kernel(
             None: not known yet, assumed contiguous.
         square: as many queries as keys (full passes; cached decoding is not).
     """
-    check_attention_option(option)
+    one_of(*KERNELS)("model.attention", option)
     if pe is None or not (pe.has_bias or pe.has_contextual):
         return "sdpa"
     relative = pe.has_bias and not pe.has_contextual and pe.bias_is_relative

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from torch import Tensor, nn
 
-from lengen.checks import check_heads, positive_int
+from lengen import options
 from lengen.model.attention import MultiHeadAttention
 from lengen.model.cache import DecodingCache, LayerCache
 from lengen.model.kernels import choose_kernel
@@ -139,48 +139,35 @@ class Stack(nn.Module):
 class _Transformer(nn.Module):
     """Shared sizes, embedding, output head and initialisation; subclasses build the stacks."""
 
-    kind = ""
+    #: the typed config (lengen.options): options, defaults, checks, and the model's kind
+    Options = options.ModelOptions
+    kind = Options.kind
 
-    def __init__(
-        self,
-        *,
-        pe: PEFactory,
-        vocab_size: int,
-        d_model: int = 128,
-        n_layers: int = 2,
-        n_heads: int = 4,
-        d_ff: int = 512,
-        dropout: float = 0.0,
-        tie_embeddings: bool = False,
-        attention: str = "auto",
-    ):
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" not in vars(cls):  # a user's model may still declare its kind itself
+            cls.kind = cls.Options.kind
+
+    def __init__(self, *, pe: PEFactory, vocab_size: int, **keywords):
         super().__init__()
-        for key, value in (
-            ("model.d_model", d_model),
-            ("model.n_layers", n_layers),
-            ("model.n_heads", n_heads),
-            ("model.d_ff", d_ff),
-        ):
-            positive_int(key, value)
-        check_heads(d_model, n_heads)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"model.dropout must be in [0, 1), got {dropout}")
-        self.embedding = nn.Embedding(vocab_size, d_model)
-        self.embed_scale = math.sqrt(d_model)
-        self.head = nn.Linear(d_model, vocab_size, bias=False)
-        self.n_layers = n_layers
+        self.cfg = cfg = self.Options.from_keys(keywords, owner=type(self).__name__)
+        cfg.check()
+        self.embedding = nn.Embedding(vocab_size, cfg.d_model)
+        self.embed_scale = math.sqrt(cfg.d_model)
+        self.head = nn.Linear(cfg.d_model, vocab_size, bias=False)
+        self.n_layers = cfg.n_layers
         self.output_scale = 1.0
-        self.attention = attention
+        self.attention = cfg.attention
         sizes = dict(
-            d_model=d_model,
-            n_layers=n_layers,
-            n_heads=n_heads,
-            d_ff=d_ff,
-            dropout=dropout,
-            attention=attention,
+            d_model=cfg.d_model,
+            n_layers=cfg.n_layers,
+            n_heads=cfg.n_heads,
+            d_ff=cfg.d_ff,
+            dropout=cfg.dropout,
+            attention=cfg.attention,
         )
         self.build_stacks(pe, sizes)
-        self._init(tie_embeddings)
+        self._init(cfg.tie_embeddings)
 
     def check_kernel(self, device_type: str, training: bool = True) -> None:
         """Refuse, naming model.attention, a kernel that cannot run on this device."""
@@ -220,7 +207,7 @@ class _Transformer(nn.Module):
 class DecoderOnly(_Transformer):
     """Causal language model over the whole sequence."""
 
-    kind = "decoder"
+    Options = options.DecoderOnlyOptions
     causal = True
 
     def build_stacks(self, pe: PEFactory, sizes: dict) -> None:
@@ -246,7 +233,7 @@ class DecoderOnly(_Transformer):
 class EncoderOnly(DecoderOnly):
     """Bidirectional encoder; answers are read from answer slots (Chomsky-hierarchy style)."""
 
-    kind = "encoder"
+    Options = options.EncoderOnlyOptions
     causal = False
 
 
@@ -258,17 +245,11 @@ class EncoderDecoder(_Transformer):
     ``MultiHeadAttention``). Source and target share the token embedding and vocabulary.
     """
 
-    kind = "encoder_decoder"
-
-    def __init__(self, *, n_decoder_layers: int | None = None, **kwargs):
-        if n_decoder_layers is not None:
-            positive_int("model.n_decoder_layers", n_decoder_layers)
-        self.n_decoder_layers = n_decoder_layers
-        super().__init__(**kwargs)
+    Options = options.EncoderDecoderOptions
 
     def build_stacks(self, pe: PEFactory, sizes: dict) -> None:
         self.encoder = Stack(pe, causal=False, **sizes)
-        decoder_layers = self.n_decoder_layers or sizes["n_layers"]
+        decoder_layers = self.cfg.n_decoder_layers or sizes["n_layers"]
         self.decoder = Stack(
             pe, causal=True, cross_attention=True, **{**sizes, "n_layers": decoder_layers}
         )

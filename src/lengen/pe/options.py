@@ -45,11 +45,8 @@ from lengen.pe.rules import (
     p_rope_pairs,
     rotary_dimension,
 )
-from lengen.schema import Options, flag, integer, number, one_of, option
+from lengen.schema import Options, flag, integer, node_options, number, one_of, option
 
-#: keys of a pe yaml node that are lengen's, not options of the encoding (besides Hydra's
-#: ``_target_``, ``_partial_``, …)
-NODE_KEYS = ("name",)
 #: the facts a config class declares about its encoding
 FACTS = ("causal_only", "supports_axes", "bias_of_distance")
 
@@ -439,16 +436,6 @@ def options_of(target: str | None) -> type[EncodingOptions] | None:
     return found if isinstance(found, type) and issubclass(found, EncodingOptions) else None
 
 
-def encoding_keys(node: Mapping) -> dict:
-    """The keys of a pe yaml node the encoding takes: without Hydra's (``_target_``,
-    ``_partial_``, …) and lengen's own (``name``)."""
-    return {
-        key: value
-        for key, value in node.items()
-        if key not in NODE_KEYS and not (key.startswith("_") and key.endswith("_"))
-    }
-
-
 def config_class(target: str | None) -> type[EncodingOptions] | None:
     """The config class an encoding's ``_target_`` is checked with: a shipped encoding's from
     here, without torch; else the class's own ``Options`` (importing its module, torch with it)
@@ -478,5 +465,5 @@ def check_encoding(node: Mapping, **context) -> bool:
     if options is None:
         return False
     name = node["_target_"].rpartition(".")[2]
-    options.from_keys(encoding_keys(node), owner=name).check(EncodingContext(**context), name)
+    options.from_keys(node_options(node), owner=name).check(EncodingContext(**context), name)
     return True

@@ -39,7 +39,7 @@ L = ``pe.original_max_position``, by default the number of positions seen in tra
 
   Both keep and both interpolate (almost) the same pairs, but inside the ramp they differ a
   lot: at d = 32, L = 128 the frequencies differ by up to 42% at s = 2 and by up to a factor
-  4 at s = 16 (tests/pe/test_rope.py; docs/pe.md has the table). The temperature
+  4 at s = 16 (tests/pe/test_rope_frequencies.py; docs/pe.md has the table). The temperature
   √(1/t) = 0.1 ln s + 1 (Hugging Face's default ``attention_factor``; the authors'
   ``get_mscale``, 1 for s ≤ 1) multiplies cos and sin in both implementations, i.e. both q and
   k, so the logits are multiplied by (0.1 ln s + 1)² (``logit_temperature``).

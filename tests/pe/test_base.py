@@ -1,12 +1,13 @@
-"""Options every encoding takes: randomized positions (Ruoss et al. 2023) and the log-length
-attention scale (Chiang & Cholak 2022).
+"""``lengen.pe.base``: the options every encoding takes, implemented once in
+``PositionalEncoding``: randomized positions (Ruoss et al. 2023) and the log-length attention
+scale (Chiang & Cholak 2022).
 
 Randomized relative encodings are checked against Ruoss et al.'s reference code
 (google-deepmind/randomized_positional_encodings, ``models/positional_encodings.py``,
 ``compute_noisy_alibi_encodings_biases``): offsets 1 … T−1 get a sorted random subset of the
 distances [1, max_position), offset 0 keeps 0, so the bias is Toeplitz. The log-length scale is
-per query in causal attention: a causal decoder's logits on a prefix equal the prefix of a
-longer input's logits, for every pe yaml.
+per query in causal attention (the prefix property over every pe yaml is in
+test_invariants.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from helpers import compose_train, sharpen, yaml_choices
+from helpers import compose_train
 from lengen.build import build
 from lengen.config import ConfigError
 from lengen.model import DecoderOnly
@@ -29,6 +30,7 @@ from lengen.pe.fire import fire_log_transform
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
+# -- randomized positions --------------------------------------------------------------------
 def randomized(pe=RoPE, **kwargs):
     options = dict(
         causal=True, randomized=True, max_position=256, train_positions=33, max_positions=65
@@ -119,39 +121,13 @@ def test_randomized_option_reaches_the_encoding_from_the_config():
     assert model.stack.pe.randomized and model.stack.pe.max_position == 500
 
 
-@pytest.mark.parametrize("pe_class", [NoPE, RoPE, ALiBi])
-def test_log_length_scale_is_one_within_training_length(pe_class):
-    pe = pe_class(d_model=32, n_heads=4, train_positions=33, log_length_scale=True)
-    assert pe.attention_scale(33) == 1.0 and pe.attention_scale(5) == 1.0
-
-
-def test_log_length_scale_beyond_training_length():
-    pe = NoPE(d_model=32, n_heads=4, train_positions=33, log_length_scale=True)
-    assert pe.attention_scale(132) == pytest.approx(math.log(132) / math.log(33))
-
-
-def test_log_length_scale_off_by_default():
-    assert NoPE(d_model=32, n_heads=4, train_positions=33).attention_scale(1000) == 1.0
-
-
-def test_log_length_scale_sharpens_attention_logits():
-    """The attention output equals softmax(s · qkᵀ/√d) V with s the log-length factor."""
-    from lengen.model.kernels import attend
-
-    pe = NoPE(d_model=32, n_heads=4, train_positions=4, log_length_scale=True)
-    q, k, v = torch.randn(3, 1, 4, 16, 8).unbind(0)
-    factor = math.log(16) / math.log(4)
-    expected = torch.softmax(factor * q @ k.transpose(-1, -2) / math.sqrt(8), -1) @ v
-    torch.testing.assert_close(attend(q, k, v, causal=False, pe=pe), expected)
-
-
 @pytest.mark.parametrize("key", ["pe.randomized", "pe.log_length_scale", "pe.randomized_eval"])
 def test_boolean_options_reject_non_booleans(key):
     with pytest.raises(ConfigError, match=f"^{key}"):
         build(compose_train("pe=rope", f"{key}=3"))
 
 
-# -- randomized relative encodings: the reference code's randomized distances -------------------
+# -- randomized relative encodings: the reference code's randomized distances ----------------
 DISTANCE_BIASES = {
     "alibi": ALiBi,
     "t5": T5RelativeBias,
@@ -159,6 +135,8 @@ DISTANCE_BIASES = {
     "sandwich": Sandwich,
     "fire": FIRE,
 }
+
+
 TOEPLITZ = ["alibi", "t5", "kerple", "sandwich"]  # FIRE also reads the query position
 
 
@@ -289,7 +267,33 @@ def test_randomized_relative_and_length_globality_are_recorded():
     assert "length_global" in options
 
 
-# -- log-length scale: per query in causal attention ---------------------------------------------
+# -- log-length scale ------------------------------------------------------------------------
+@pytest.mark.parametrize("pe_class", [NoPE, RoPE, ALiBi])
+def test_log_length_scale_is_one_within_training_length(pe_class):
+    pe = pe_class(d_model=32, n_heads=4, train_positions=33, log_length_scale=True)
+    assert pe.attention_scale(33) == 1.0 and pe.attention_scale(5) == 1.0
+
+
+def test_log_length_scale_beyond_training_length():
+    pe = NoPE(d_model=32, n_heads=4, train_positions=33, log_length_scale=True)
+    assert pe.attention_scale(132) == pytest.approx(math.log(132) / math.log(33))
+
+
+def test_log_length_scale_off_by_default():
+    assert NoPE(d_model=32, n_heads=4, train_positions=33).attention_scale(1000) == 1.0
+
+
+def test_log_length_scale_sharpens_attention_logits():
+    """The attention output equals softmax(s · qkᵀ/√d) V with s the log-length factor."""
+    from lengen.model.kernels import attend
+
+    pe = NoPE(d_model=32, n_heads=4, train_positions=4, log_length_scale=True)
+    q, k, v = torch.randn(3, 1, 4, 16, 8).unbind(0)
+    factor = math.log(16) / math.log(4)
+    expected = torch.softmax(factor * q @ k.transpose(-1, -2) / math.sqrt(8), -1) @ v
+    torch.testing.assert_close(attend(q, k, v, causal=False, pe=pe), expected)
+
+
 def test_causal_query_scale_counts_the_keys_each_query_sees():
     pe = NoPE(d_model=32, n_heads=4, train_positions=4, log_length_scale=True)
     # 3 queries, the last of 10 keys (7 cached): they see 8, 9, 10 keys
@@ -317,44 +321,3 @@ def test_causal_log_length_scale_multiplies_each_querys_logits():
     logits = logits.masked_fill(torch.ones(16, 16).triu(1).bool(), float("-inf"))
     expected = torch.softmax(logits, -1) @ v
     torch.testing.assert_close(attend(q, k, v, causal=True, pe=pe), expected)
-
-
-#: every encoding × log-length scale off/on, and the methods global in length by definition
-#: (dynamic NTK, randomized positions or distances), which the test skips with the reason
-PREFIX_CASES = [
-    (pe, f"pe.log_length_scale={flag}") for pe in yaml_choices("pe") for flag in ("false", "true")
-] + [
-    ("rope", "pe.scaling=dynamic_ntk", "pe.scaling_factor=2.0"),
-    ("rope", "pe.randomized=true", "pe.max_position=64"),
-    ("alibi", "pe.randomized=true", "pe.max_position=64"),
-]
-
-
-@pytest.mark.parametrize("options", PREFIX_CASES, ids=lambda case: " ".join(case))
-def test_causal_logits_on_a_prefix_equal_the_prefix_of_longer_logits(options):
-    """Appending tokens never changes earlier positions' logits: the log-length factor is per
-    query. Trained on length 4 (≤ 10 positions), scored at 21 tokens, so the factor acts."""
-    pe, *overrides = options
-    cfg = compose_train(
-        f"pe={pe}",
-        "model=decoder",
-        "data.len=4",
-        "eval.lengths=[10]",
-        "model.d_model=16",
-        "model.n_layers=2",
-        "model.n_heads=2",
-        "model.d_ff=32",
-        *overrides,
-    )
-    model = sharpen(build(cfg)[1])
-    reason = model.stack.pe.length_global()
-    if reason is not None:
-        pytest.skip(f"length-global by definition: {reason}")
-    assert model.stack.pe.train_positions < 13  # the prefixes already exceed training
-    generator = torch.Generator().manual_seed(1)
-    tokens = torch.randint(0, model.embedding.num_embeddings, (2, 21), generator=generator)
-    full = model(tokens)
-    for prefix in (13, 17):
-        torch.testing.assert_close(
-            model(tokens[:, :prefix]), full[:, :prefix], rtol=1e-4, atol=1e-5
-        )

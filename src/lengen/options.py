@@ -1,0 +1,240 @@
+"""The run's typed configs, without torch: the top-level keys, the model, the optimiser, the
+evaluation and the trainer keys lengen reads (``lengen.schema``; the encodings' are in
+``lengen.pe.options``, the data sources' beside them in ``lengen.data``).
+
+Each class's fields are the keys of its yaml (``configs/model/*.yaml``, ``configs/eval/*.yaml``,
+``configs/trainer/*.yaml``, train.yaml's ``optim`` and top-level keys) with their one default
+and the rule that refuses other values; ``tests/test_configs.py`` compares every yaml with its
+class. ``lengen.config.validate`` builds them from the composed config, so a bad value is
+refused, with the key named, before anything imports torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import ClassVar
+
+from lengen.checks import check_heads
+from lengen.schema import Options, flag, integer, one_of, option
+
+#: ``model.attention``: ``auto`` picks among SDPA paths (``lengen.model.kernels``); ``flex``
+#: sends relative biases at full passes to FlexAttention
+KERNELS = ("auto", "flex")
+#: ``eval.decoding``: the evaluation protocols of tasks
+PROTOCOLS = ("teacher_forced", "greedy")
+#: ``eval.protocol``: how language modelling scores its windows (``lengen.evaluation.text``)
+TEXT_PROTOCOLS = ("nonoverlap", "sliding")
+#: validation metrics a run can be trained to (``trainer.criterion_metric``)
+CRITERION_METRICS = ("exact_match", "accuracy")
+STRATEGIES = ("auto", "ddp", "ddp_find_unused_parameters_true")
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
+PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true", "64")
+#: ``resume``: false (a fresh run), true (continue an interrupted run), auto (continue it if it
+#: has a checkpoint, start it otherwise, report it done if finished: sweeps that fill gaps)
+RESUME_MODES = (False, True, "auto")
+
+
+# -- rules of the run's keys ---------------------------------------------------------------
+def interval(
+    low: float, high: float | None = None, *, open_low=False, open_high=False, nullable=False
+):
+    """A number in [low, high] (brackets by ``open_*``; no high: up to inf), as a float."""
+    left, right = "(" if open_low else "[", ")" if open_high or high is None else "]"
+    upper = "inf" if high is None else high
+
+    def rule(key: str, value):
+        if value is None and nullable:
+            return None
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        ok = ok and (value > low if open_low else value >= low)
+        if ok and high is not None:
+            ok = value < high if open_high else value <= high
+        if not ok:
+            raise ValueError(
+                f"{key} must be a number in {left}{low}, {upper}{right}, got {value!r}"
+            )
+        return float(value)
+
+    return rule
+
+
+def spelled_one_of(*allowed: str):
+    """One of ``allowed`` as written (``trainer.precision=32`` is the yaml's int 32)."""
+
+    def rule(key: str, value):
+        if str(value) not in allowed:
+            raise ValueError(f"{key} must be one of {', '.join(allowed)}; got {value!r}")
+        return value
+
+    return rule
+
+
+def _seed(key: str, value):
+    integer(minimum=0)(key, value)
+    if value >= 2**32:  # numpy and Lightning seed with 32 bits
+        raise ValueError(f"{key} must be an integer in [0, 2^32 - 1], got {value}")
+    return value
+
+
+def _resume(key: str, value):
+    if value not in RESUME_MODES:
+        raise ValueError(f"{key} must be true, false or auto, got {value!r}")
+    return value
+
+
+def _init_from(key: str, value):
+    if value is not None and not Path(str(value)).exists():
+        raise ValueError(
+            f"{key}={value}: no such run directory or checkpoint; allowed: null or a path to a "
+            f"run directory or .ckpt file"
+        )
+    return value
+
+
+def _betas(key: str, value):
+    ok = isinstance(value, (list, tuple)) and len(value) == 2
+    ok = ok and all(isinstance(b, int | float) and not isinstance(b, bool) for b in value)
+    if value is not None and not (ok and all(0 <= b < 1 for b in value)):
+        raise ValueError(f"{key} must be two numbers in [0, 1), got {value!r}")
+    return value
+
+
+def _devices(key: str, value):
+    ok = value in (-1, "auto") or (
+        isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    )
+    if not (ok or isinstance(value, list) and all(isinstance(d, int) for d in value)):
+        raise ValueError(
+            f"{key} must be a positive integer, -1, auto or a list of device indices, got {value!r}"
+        )
+    return value
+
+
+# -- the config classes --------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class RunOptions(Options):
+    """train.yaml's top-level keys."""
+
+    prefix: ClassVar[str] = ""
+    seed: int = option(0, _seed)
+    resume: bool | str = option(False, _resume)
+    #: a run directory (or .ckpt) whose weights initialise the model
+    init_from: str | None = option(None, _init_from)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelOptions(Options):
+    """A model's keys (``configs/model/<kind>.yaml``); the decoder's config, and the keys a
+    user's model is checked for (``lengen.config.validate``)."""
+
+    prefix: ClassVar[str] = "model"
+    #: the data layout the model reads (``decoder``, ``encoder``, ``encoder_decoder``)
+    kind: ClassVar[str] = "decoder"
+    #: the causality of each stack with an encoding of its own, as the classes build them
+    stacks: ClassVar[tuple[bool, ...]] = (True,)
+
+    d_model: int = option(128, integer())
+    n_layers: int = option(2, integer())
+    n_heads: int = option(4, integer())
+    d_ff: int = option(512, integer())
+    dropout: float = option(0.0, interval(0.0, 1.0, open_high=True))
+    #: share the input embedding and the output projection (T5's output scaling)
+    tie_embeddings: bool = option(False, flag())
+    #: torch.compile the training forward (applied by lengen.lit)
+    compile: bool = option(False, flag())
+    attention: str = option("auto", one_of(*KERNELS))
+
+    def check(self) -> None:
+        check_heads(self.d_model, self.n_heads)
+
+
+@dataclasses.dataclass(frozen=True)
+class DecoderOnlyOptions(ModelOptions):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderOnlyOptions(ModelOptions):
+    kind: ClassVar[str] = "encoder"
+    stacks: ClassVar[tuple[bool, ...]] = (False,)
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderDecoderOptions(ModelOptions):
+    # the encoder is bidirectional, the decoder causal
+    kind: ClassVar[str] = "encoder_decoder"
+    stacks: ClassVar[tuple[bool, ...]] = (False, True)
+    #: the decoder's depth; null: n_layers
+    n_decoder_layers: int | None = option(None, integer(nullable=True))
+
+
+def model_options(target: str | None) -> type[ModelOptions] | None:
+    """The config class of a lengen model's ``_target_`` (``lengen.model.DecoderOnly`` or
+    ``lengen.model.transformer.DecoderOnly``), found by name; None for a user's model."""
+    if not isinstance(target, str) or not target.startswith("lengen.model."):
+        return None
+    found = globals().get(target.rpartition(".")[2] + "Options")
+    return found if isinstance(found, type) and issubclass(found, ModelOptions) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimOptions(Options):
+    """AdamW with linear warm-up and a cosine decay (train.yaml's ``optim``; lengen.lit)."""
+
+    prefix: ClassVar[str] = "optim"
+    lr: float = option(1.0e-3, interval(0.0, open_low=True))
+    weight_decay: float = option(0.1, interval(0.0))
+    warmup_steps: int = option(100, integer(minimum=0))
+    #: the cosine decays to lr × min_lr_ratio at trainer.max_steps
+    min_lr_ratio: float = option(0.1, interval(0.0, 1.0))
+    betas: tuple[float, float] | None = option((0.9, 0.98), _betas)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalOptions(Options):
+    """Evaluation after training (``configs/eval/default.yaml``)."""
+
+    prefix: ClassVar[str] = "eval"
+    #: a list is used exactly as given (sorted); null: factors × data.len (lengen.config)
+    lengths: list[int] | None = option(None)
+    factors: list[float] = option((1, 2, 4, 8))
+    samples: int = option(512, integer())
+    seed: int = option(1234, integer(minimum=0))
+    max_tokens_per_batch: int = option(65536, integer())
+    decoding: str = option("teacher_forced", one_of(*PROTOCOLS))
+    position_draws: int = option(10, integer())
+    plot_dpi: int = option(200, integer())
+    protocol: str = option("nonoverlap", one_of(*TEXT_PROTOCOLS))
+    stride: int | None = option(None, integer(nullable=True))
+    max_tokens: int | None = option(None, integer(nullable=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerOptions(Options):
+    """The trainer keys lengen reads or checks (``configs/trainer/*.yaml``); the others are
+    Lightning's, passed through (``passthrough``) and checked by Lightning."""
+
+    prefix: ClassVar[str] = "trainer"
+    passthrough: ClassVar[bool] = True
+    accelerator: str = option("auto", spelled_one_of(*ACCELERATORS))
+    devices: int | str | list = option(1, _devices)
+    num_nodes: int = option(1, integer())
+    strategy: str = option("auto", spelled_one_of(*STRATEGIES))
+    precision: str = option("32-true", spelled_one_of(*PRECISIONS))
+    #: also the horizon of the learning-rate schedule
+    max_steps: int = option(2000, integer())
+    #: steps between in-distribution validations (training is one endless epoch)
+    val_check_interval: int = option(500, integer())
+    check_val_every_n_epoch: int | None = option(None)
+    num_sanity_val_steps: int = option(0, integer(minimum=0))
+    gradient_clip_val: float | None = option(1.0, interval(0.0, nullable=True))
+    log_every_n_steps: int = option(25, integer())
+    enable_progress_bar: bool = option(True, flag())
+    enable_model_summary: bool = option(False, flag())
+    #: lengen's own: checkpoints/last.ckpt every N steps (null: at the end and on signals)
+    checkpoint_every_n_steps: int | None = option(500, integer(nullable=True))
+    #: lengen's own: stop once val/<criterion_metric> reaches it criterion_checks times in a row
+    criterion_target: float | None = option(None, interval(0.0, 1.0, open_low=True, nullable=True))
+    criterion_metric: str = option("exact_match", one_of(*CRITERION_METRICS))
+    criterion_checks: int = option(3, integer())
