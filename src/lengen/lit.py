@@ -25,6 +25,8 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from lengen.checks import TrainingDiverged
 from lengen.data.source import DataSource, mix_seed
 from lengen.evaluation.metrics import STAT_KEYS, add_stats, batch_stats, loss_sum, summarise
+from lengen.options import OptimOptions
+from lengen.schema import node_options
 
 
 class _DropLitLoggerTip(logging.Filter):
@@ -54,7 +56,9 @@ class LitModel(pl.LightningModule):
 
     Args:
         model: any lengen model; called as ``model(**batch["inputs"])``.
-        optim: ``lr``, ``weight_decay``, ``warmup_steps``, ``min_lr_ratio``, ``betas``.
+        optim: ``lr``, ``weight_decay``, ``warmup_steps``, ``min_lr_ratio``, ``betas``: the
+            optimiser's typed config, or its keys (missing ones take ``OptimOptions``'s
+            defaults, the yaml's).
         max_steps: the horizon of the learning-rate schedule (``trainer.max_steps``).
         config: the run's resolved config, stored in checkpoints to rebuild the model.
         seed: the training seed; with the step (and rank) it seeds each step's randomness.
@@ -65,7 +69,7 @@ class LitModel(pl.LightningModule):
     def __init__(
         self,
         model: torch.nn.Module,
-        optim: dict,
+        optim: OptimOptions | dict,
         max_steps: int,
         config: dict | None = None,
         seed: int = 0,
@@ -73,7 +77,9 @@ class LitModel(pl.LightningModule):
     ):
         super().__init__()
         self.model = model
-        self.optim = dict(optim)
+        if not isinstance(optim, OptimOptions):
+            optim = OptimOptions.from_keys(node_options(dict(optim)))
+        self.optim = optim
         self.max_steps = max_steps
         self.config = config
         self.seed = seed
@@ -143,7 +149,7 @@ class LitModel(pl.LightningModule):
             is_matrix = param.ndim >= 2 and "embedding" not in name and ".table." not in name
             (decay if is_matrix else no_decay).append(param)
         groups = [
-            {"params": decay, "weight_decay": self.optim.get("weight_decay", 0.0)},
+            {"params": decay, "weight_decay": self.optim.weight_decay},
             {"params": no_decay, "weight_decay": 0.0},
         ]
         # fused: one kernel for all parameters (CUDA and, since torch 2.4, CPU: 3x faster steps
@@ -155,17 +161,17 @@ class LitModel(pl.LightningModule):
         )
         optimizer = torch.optim.AdamW(
             groups,
-            lr=self.optim["lr"],
-            betas=tuple(self.optim.get("betas", (0.9, 0.98))),
+            lr=self.optim.lr,
+            betas=tuple(self.optim.betas),
             fused=fused or None,
         )
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer,
             lambda step: warmup_cosine(
                 step,
-                warmup_steps=self.optim.get("warmup_steps", 0),
+                warmup_steps=self.optim.warmup_steps,
                 max_steps=self.max_steps,
-                min_lr_ratio=self.optim.get("min_lr_ratio", 0.1),
+                min_lr_ratio=self.optim.min_lr_ratio,
             ),
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

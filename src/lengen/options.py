@@ -12,6 +12,7 @@ refused, with the key named, before anything imports torch.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -70,6 +71,11 @@ def spelled_one_of(*allowed: str):
     return rule
 
 
+def is_list(value) -> bool:
+    """A yaml list (a list, a tuple or OmegaConf's ListConfig), not a string."""
+    return isinstance(value, Sequence) and not isinstance(value, str)
+
+
 def _seed(key: str, value):
     integer(minimum=0)(key, value)
     if value >= 2**32:  # numpy and Lightning seed with 32 bits
@@ -93,7 +99,7 @@ def _init_from(key: str, value):
 
 
 def _betas(key: str, value):
-    ok = isinstance(value, (list, tuple)) and len(value) == 2
+    ok = is_list(value) and len(value) == 2
     ok = ok and all(isinstance(b, int | float) and not isinstance(b, bool) for b in value)
     if value is not None and not (ok and all(0 <= b < 1 for b in value)):
         raise ValueError(f"{key} must be two numbers in [0, 1), got {value!r}")
@@ -104,7 +110,7 @@ def _devices(key: str, value):
     ok = value in (-1, "auto") or (
         isinstance(value, int) and not isinstance(value, bool) and value >= 1
     )
-    if not (ok or isinstance(value, list) and all(isinstance(d, int) for d in value)):
+    if not (ok or is_list(value) and all(isinstance(d, int) for d in value)):
         raise ValueError(
             f"{key} must be a positive integer, -1, auto or a list of device indices, got {value!r}"
         )

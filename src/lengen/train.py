@@ -94,7 +94,7 @@ def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed):
         cfg.trainer.max_steps,
         config=config,
         seed=cfg.seed,
-        compile=bool(cfg.model.get("compile", False)),
+        compile=bool(cfg.model.get("compile", False)),  # a model of the user's may lack it
     )
     logger = instantiate_named(cfg.logger, save_dir=str(directory.path))
     # last.ckpt periodically and on preemption signals, always via temp + rename

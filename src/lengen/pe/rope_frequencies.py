@@ -58,6 +58,7 @@ import torch
 from torch import Tensor
 
 from lengen.checks import positive_int
+from lengen.pe.options import RoPEOptions  # the functional API's defaults are the options'
 from lengen.pe.rules import NEEDS_ORIGINAL_LENGTH, check_scaling, check_yarn_ramp, p_rope_pairs
 from lengen.pe.sinusoidal import sinusoid_inverse_frequencies
 
@@ -124,11 +125,11 @@ def yarn_ramp(
     dim: int,
     base: float,
     original_max_position: int,
-    alpha: float = 1.0,
-    beta: float = 32.0,
+    alpha: float = RoPEOptions.yarn_alpha,
+    beta: float = RoPEOptions.yarn_beta,
     *,
-    ramp: str = "dimension",
-    truncate: bool = True,
+    ramp: str = RoPEOptions.yarn_ramp,
+    truncate: bool = RoPEOptions.yarn_truncate,
 ) -> Tensor:
     """YaRN's γ_i per pair -> Tensor[dim // 2], float64 (1 = keep θ_i, 0 = θ_i / s).
 
@@ -167,15 +168,15 @@ def rope_inverse_frequencies(
     dim: int,
     base: float = 10000.0,
     *,
-    scaling: str = "none",
-    factor: float = 1.0,
+    scaling: str = RoPEOptions.scaling,
+    factor: float = RoPEOptions.scaling_factor,
     original_max_position: int | None = None,
     sequence_length: int | Tensor | None = None,
-    yarn_alpha: float = 1.0,
-    yarn_beta: float = 32.0,
-    yarn_ramp_kind: str = "dimension",
-    yarn_truncate: bool = True,
-    p: float = 1.0,
+    yarn_alpha: float = RoPEOptions.yarn_alpha,
+    yarn_beta: float = RoPEOptions.yarn_beta,
+    yarn_ramp_kind: str = RoPEOptions.yarn_ramp,
+    yarn_truncate: bool = RoPEOptions.yarn_truncate,
+    p: float = RoPEOptions.p,
     device: torch.device | str | None = None,
 ) -> Tensor:
     """The rotation frequencies θ'_i of ``dim`` rotated dimensions -> Tensor[dim // 2], fp32.
