@@ -22,19 +22,8 @@ from __future__ import annotations
 
 from lengen.lazy import torch
 
+#: ``data.curriculum``'s choices (checked by ``lengen.data.datamodule.TaskDataOptions``)
 CURRICULA = ("uniform", "fixed", "regular_increase", "reverse_exponential")
-
-
-def check_curriculum(name: str, tau: float, max_steps: int | None) -> None:
-    if name not in CURRICULA:
-        raise ValueError(f"data.curriculum must be one of {', '.join(CURRICULA)}; got {name!r}")
-    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0 < tau <= 1:
-        raise ValueError(f"data.curriculum_tau must be a number in (0, 1], got {tau!r}")
-    if name == "regular_increase" and (max_steps is None or max_steps < 1):
-        raise ValueError(
-            "data.curriculum=regular_increase needs the run's trainer.max_steps (TaskData's "
-            f"max_steps), got {max_steps!r}"
-        )
 
 
 def longest_allowed(step: int, min_len: int, max_len: int, max_steps: int) -> int:

@@ -14,11 +14,11 @@ from training at every length, and is identical for every PE, model and training
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+import dataclasses
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, ClassVar
 
-from lengen.checks import positive_int
-from lengen.data.curriculum import check_curriculum, curriculum_length
+from lengen.data.curriculum import CURRICULA, curriculum_length
 from lengen.data.layout import (
     BOS,
     MODEL_KINDS,
@@ -33,6 +33,7 @@ from lengen.data.layout import (
 from lengen.data.source import IGNORE, mix_seed
 from lengen.data.tasks import Task
 from lengen.lazy import torch
+from lengen.schema import Options, integer, one_of, option
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -45,6 +46,7 @@ __all__ = [
     "SEP",
     "SLOT",
     "TaskData",
+    "TaskDataOptions",
     "format_batch",
     "held_out",
     "max_position",
@@ -80,24 +82,87 @@ def first_unique(rows: Tensor) -> Tensor:
     return rows[first.sort().values]
 
 
+def _curriculum_tau(key: str, value):
+    """The rate of ``reverse_exponential``: a number in (0, 1], kept as given (the data card
+    records it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ValueError(f"{key} must be a number in (0, 1], got {value!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskDataOptions(Options):
+    """The options of a task's data node (``configs/data/<task>.yaml`` besides ``task:``),
+    each with its one default and rule; ``check`` makes the checks that read the task or the
+    run. A task's yaml may show other training lengths than these defaults: ``min_len``
+    defaults to the task's shortest instance, and the task's config says where it differs
+    further (``TaskOptions.data_defaults``; ``defaults_for``)."""
+
+    prefix: ClassVar[str] = "data"
+
+    #: the longest training length (the contract's ``data.len``)
+    len: int = option(16, integer())
+    #: the shortest training length: at least the task's shortest instance
+    min_len: int = option(1, integer())
+    #: how each step's length is drawn from min_len … len (``lengen.data.curriculum``)
+    curriculum: str = option("uniform", one_of(*CURRICULA))
+    #: the rate of ``reverse_exponential``: P(length) ∝ tau^(length − min_len)
+    curriculum_tau: float = option(0.9, _curriculum_tau)
+    #: training instances per step (the global batch)
+    batch_size: int = option(64, integer())
+    #: in-distribution validation instances, at length len
+    val_samples: int = option(256, integer())
+
+    @classmethod
+    def defaults_for(cls, task: Task) -> dict:
+        """Every option's default for this task: what its yaml's data node shows."""
+        return {
+            **cls.defaults(),
+            "min_len": task.min_length,
+            **task.Options.data_defaults,
+        }
+
+    @classmethod
+    def for_task(cls, task: Task, keys: Mapping) -> TaskDataOptions:
+        """The config from a data node's keys, the missing ones from ``defaults_for(task)``."""
+        return cls.from_keys({**cls.defaults_for(task), **keys}, owner="TaskData")
+
+    def check(self, task: Task, max_steps: int | None) -> None:
+        """The checks that read the task (its shortest instance, its length step) or the run
+        (``trainer.max_steps``, the horizon of ``regular_increase``)."""
+        if self.min_len > self.len:
+            raise ValueError(f"data.min_len must be <= data.len, got {self.min_len} > {self.len}")
+        if self.min_len < task.min_length:
+            raise ValueError(
+                f"data.min_len must be >= {task.min_length} for task {task.name} (its shortest "
+                f"instance), got {self.min_len}"
+            )
+        task.check_length(self.len, "data.len")
+        task.check_length(self.min_len, "data.min_len")
+        if self.curriculum == "regular_increase" and (max_steps is None or max_steps < 1):
+            raise ValueError(
+                "data.curriculum=regular_increase needs the run's trainer.max_steps (TaskData's "
+                f"max_steps), got {max_steps!r}"
+            )
+
+
 class TaskData:
     """Training, validation and evaluation batches of one task for one model kind.
 
+    Built from the run's keywords and the data node's options (``TaskDataOptions``: ``len``,
+    ``min_len``, ``curriculum``, ``curriculum_tau``, ``batch_size``, ``val_samples``), checked
+    into ``self.cfg``; options left out take the task's defaults (``defaults_for``).
+
     Args:
         task: the generator.
-        len: the longest training length (``data.len``).
-        min_len: the shortest training length (at least the task's ``min_length``).
-        curriculum: how each step's length is drawn from ``min_len`` … ``len``: ``uniform``
-            (default), ``fixed``, ``regular_increase``, ``reverse_exponential``
-            (``lengen.data.curriculum``).
-        curriculum_tau: the rate of ``reverse_exponential``, in (0, 1].
-        batch_size: training batch size.
-        val_samples: in-distribution validation instances (at length ``len``).
         model_kind: ``decoder``, ``encoder`` or ``encoder_decoder`` (given by the run).
         seed: the training seed.
         eval_seed: the fixed seed of validation and evaluation instances.
         max_steps: the run's ``trainer.max_steps`` (the horizon of ``regular_increase``).
+        options: the data node's options, as keywords.
     """
+
+    Options = TaskDataOptions
 
     cheap_to_build = True
     evaluation_kind = "tasks"  # lengen.evaluation.tasks scores it
@@ -114,16 +179,11 @@ class TaskData:
         self,
         *,
         task: Task,
-        len: int,  # noqa: A002 - the contract's key is data.len
-        min_len: int = 1,
-        batch_size: int = 64,
-        val_samples: int = 256,
         model_kind: str = "decoder",
         seed: int = 0,
         eval_seed: int = 1234,
-        curriculum: str = "uniform",
-        curriculum_tau: float = 0.9,
         max_steps: int | None = None,
+        **options,
     ) -> None:
         if model_kind not in MODEL_KINDS:
             raise ValueError(
@@ -135,33 +195,19 @@ class TaskData:
                 f"model={model_kind}: task {task.name} has positions on {task.axes} axes (a "
                 f"grid task, answers read bidirectionally); allowed: {allowed}"
             )
-        for key, value in (
-            ("data.len", len),
-            ("data.min_len", min_len),
-            ("data.batch_size", batch_size),
-            ("data.val_samples", val_samples),
-        ):
-            positive_int(key, value)
-        if min_len > len:
-            raise ValueError(f"data.min_len must be <= data.len, got {min_len} > {len}")
-        if min_len < task.min_length:
-            raise ValueError(
-                f"data.min_len must be >= {task.min_length} for task {task.name} (its shortest "
-                f"instance), got {min_len}"
-            )
-        task.check_length(len, "data.len")
-        task.check_length(min_len, "data.min_len")
-        check_curriculum(curriculum, curriculum_tau, max_steps)
+        #: the options, checked (``TaskDataOptions``)
+        self.cfg = self.Options.for_task(task, options)
+        self.cfg.check(task, max_steps)
         self.task = task
-        self.train_len = len
-        self.min_len = min_len
-        self.batch_size = batch_size
-        self.val_samples = val_samples
+        self.train_len = self.cfg.len
+        self.min_len = self.cfg.min_len
+        self.batch_size = self.cfg.batch_size
+        self.val_samples = self.cfg.val_samples
         self.model_kind = model_kind
         self.seed = seed
         self.eval_seed = eval_seed
-        self.curriculum = curriculum
-        self.curriculum_tau = curriculum_tau
+        self.curriculum = self.cfg.curriculum
+        self.curriculum_tau = self.cfg.curriculum_tau
         self.max_steps = max_steps
 
     def check_eval_lengths(self, lengths: list[int]) -> None:

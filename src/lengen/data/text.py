@@ -11,21 +11,150 @@ datasets and tokenizers are imported inside functions: importing this module is 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, ClassVar
 
+from lengen.checks import ConfigError, positive_int
 from lengen.data import text_prep
-from lengen.data.text_prep import content_hash, expand_files, file_builder, settings_key
+from lengen.data.text_prep import (
+    TOKENIZER_KINDS,
+    check_text_files,
+    content_hash,
+    expand_files,
+    file_builder,
+    settings_key,
+)
+from lengen.schema import Options, integer, number, option
+
+#: keys of a text data node that are not TextData's options: lengen's ``name`` and the
+#: DataModule's ``num_workers`` (``lengen.build.OWN_KEYS``: never passed to TextData)
+NOT_OPTIONS = ("name", "num_workers")
+
+
+# -- the typed config ----------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class TextFiles:
+    """``data.files``: the local files of each split, a path, a glob or a list (or null)."""
+
+    train: Any = None
+    #: null: carve data.validation_fraction off the end of train
+    validation: Any = None
+
+
+def _files(key: str, value) -> TextFiles:
+    """``data.files`` as the yaml writes it (a mapping of the splits), or null: no files."""
+    if value is None:
+        return TextFiles()
+    if isinstance(value, TextFiles):
+        return value
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{key} must hold train and validation, got {value!r}")
+    splits = [field.name for field in dataclasses.fields(TextFiles)]
+    unknown = sorted(set(value) - set(splits))
+    if unknown:
+        raise ValueError(f"{key}.{unknown[0]}: no such split; allowed: {', '.join(splits)}")
+    return TextFiles(**value)
+
+
+def _text_field(key: str, value):
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{key} must be a column name, got {value!r}")
+    return value
+
+
+def _tokenizer(key: str, value):
+    if value not in TOKENIZER_KINDS and not Path(str(value)).expanduser().is_file():
+        raise ValueError(
+            f"{key} must be one of {', '.join(TOKENIZER_KINDS)} or the path of a "
+            f"tokenizer.json; got {value!r}"
+        )
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class TextDataOptions(Options):
+    """The options of ``configs/data/text.yaml`` (``data.<key>``), each with its one default
+    and rule; ``check`` makes the checks that read several options, ``check_files`` those
+    that read the files named (before a run starts: ``TextData.validate_config``)."""
+
+    prefix: ClassVar[str] = "data"
+
+    #: a hub name (e.g. wikitext) or a local dataset directory
+    dataset: str | None = option(None)
+    dataset_config: str | None = option(None)
+    #: the split of ``dataset`` used for validation and evaluation
+    validation_split: str = option("validation")
+    files: TextFiles = option(TextFiles(), _files)
+    #: the column holding the text (JSON lines, parquet, datasets)
+    text_field: str = option("text", _text_field)
+    #: bpe, char, byte, word or the path of a tokenizer.json
+    tokenizer: str = option("bpe", _tokenizer)
+    #: bpe (>= 256) and word (null: every word); ignored by char and byte
+    vocab_size: int | None = option(4096)
+    #: the share of the training text's characters carved off for validation
+    validation_fraction: float = option(
+        0.05, number(above=0, at_most=0.5, message="must be a number in (0, 0.5], got {value!r}")
+    )
+    #: trained tokenizers and tokenised splits (the yaml: LENGEN_CACHE_DIR, else this)
+    cache_dir: str = option("~/.cache/lengen")
+    #: the training window in tokens (the contract's ``data.len``)
+    len: int = option(128, integer())
+    batch_size: int = option(16, integer())
+    #: disjoint windows of len tokens for in-distribution validation
+    val_samples: int = option(64, integer())
+
+    @classmethod
+    def from_node(cls, node: Mapping) -> TextDataOptions:
+        """The config from a composed ``data`` node (its keys that are options)."""
+        keys = {
+            key: value
+            for key, value in node.items()
+            if key not in NOT_OPTIONS and not (key.startswith("_") and key.endswith("_"))
+        }
+        return cls.from_keys(keys, owner="TextData")
+
+    def check(self) -> None:
+        """One source, and a vocabulary size the tokenizer can have."""
+        files = self.files
+        if (self.dataset is None) == (files.train is None):
+            raise ValueError(
+                "data.files.train: give exactly one source; allowed: data.files.train (a path, "
+                "glob or list of local files) or data.dataset (a hub name or a local dataset "
+                f"directory), got data.files.train={files.train!r} and data.dataset="
+                f"{self.dataset!r}"
+            )
+        if self.dataset is not None and files.validation is not None:
+            raise ValueError(
+                "data.files.validation: only with data.files.train; with data.dataset choose "
+                "the split with data.validation_split"
+            )
+        if self.tokenizer == "bpe" or self.vocab_size is not None:
+            minimum = 256 if self.tokenizer == "bpe" else 1
+            positive_int("data.vocab_size", self.vocab_size, minimum)
+
+    def check_files(self) -> None:
+        """Every local file named exists and holds text (reads them: not for every build)."""
+        if self.dataset is not None:
+            return
+        for split in ("train", "validation"):
+            key = f"data.files.{split}"
+            found = expand_files(key, getattr(self.files, split))
+            if found:
+                check_text_files(key, found, file_builder(key, found))
 
 
 class TextData:
     """Token streams of a text corpus, served as windows for a causal language model.
 
-    Args:
+    Built from the run's keywords and the options of ``configs/data/text.yaml``
+    (``TextDataOptions``), checked into ``self.cfg``:
+
         len: training window in tokens (``data.len``).
         dataset, dataset_config, validation_split: a hub dataset or local dataset directory,
             its configuration, and the split used for validation and evaluation.
@@ -38,71 +167,63 @@ class TextData:
         cache_dir: where trained tokenizers and tokenised splits are kept.
         batch_size: training windows per step.
         val_samples: disjoint windows of length ``len`` for in-distribution validation.
+
+    Args:
         model_kind, seed, eval_seed: given by the run.
         progress: progress bars while training the tokenizer and tokenising.
+        options: the options above, as keywords.
     """
+
+    Options = TextDataOptions
 
     def __init__(
         self,
         *,
-        len: int,  # noqa: A002 - the contract's key is data.len
-        dataset: str | None = None,
-        dataset_config: str | None = None,
-        validation_split: str = "validation",
-        files: Mapping | None = None,
-        text_field: str = "text",
-        tokenizer: str = "bpe",
-        vocab_size: int | None = 4096,
-        validation_fraction: float = 0.05,
-        cache_dir: str = "~/.cache/lengen",
-        batch_size: int = 16,
-        val_samples: int = 64,
         model_kind: str = "decoder",
         seed: int = 0,
         eval_seed: int = 1234,
         progress: bool = True,
+        **options,
     ) -> None:
-        from lengen.checks import positive_int
-
         if model_kind != "decoder":
             raise ValueError(
                 f"model: data=text trains causal language models; allowed: model=decoder, got "
                 f"a model of kind {model_kind!r}"
             )
-        for key, value in (("data.len", len), ("data.batch_size", batch_size)):
-            positive_int(key, value)
-        positive_int("data.val_samples", val_samples)
-        files = dict(files or {})
-        self.train_len = len
+        #: the options, checked (``TextDataOptions``)
+        self.cfg = cfg = self.Options.from_keys(options, owner="TextData")
+        cfg.check()
+        self.train_len = cfg.len
         # a causal LM trained on windows of T tokens is trained at every prefix length 1..T
         self.min_len = 1
-        self.batch_size = batch_size
-        self.val_samples = val_samples
+        self.batch_size = cfg.batch_size
+        self.val_samples = cfg.val_samples
         self.model_kind = model_kind
         self.seed = seed
         self.eval_seed = eval_seed
         self.progress = progress
-        self.cache_dir = Path(os.path.expanduser(str(cache_dir)))
+        self.cache_dir = Path(os.path.expanduser(str(cfg.cache_dir)))
         self._prepare(
-            dataset=dataset,
-            dataset_config=dataset_config,
-            validation_split=validation_split,
-            train_files=files.get("train"),
-            validation_files=files.get("validation"),
-            text_field=text_field,
-            tokenizer=str(tokenizer),
-            vocab_size=vocab_size,
-            validation_fraction=validation_fraction,
+            dataset=cfg.dataset,
+            dataset_config=cfg.dataset_config,
+            validation_split=cfg.validation_split,
+            train_files=cfg.files.train,
+            validation_files=cfg.files.validation,
+            text_field=cfg.text_field,
+            tokenizer=str(cfg.tokenizer),
+            vocab_size=cfg.vocab_size,
+            validation_fraction=cfg.validation_fraction,
         )
-        if self.train_ids.shape[0] < len + 1:
+        needed = self.train_len + 1
+        if self.train_ids.shape[0] < needed:
             raise ValueError(
                 f"data.len: the training split has {self.train_ids.shape[0]} tokens; a window "
-                f"of data.len={len} needs {len + 1}"
+                f"of data.len={self.train_len} needs {needed}"
             )
-        if self.val_ids.shape[0] < len + 1:
+        if self.val_ids.shape[0] < needed:
             raise ValueError(
                 f"data.len: the validation split has {self.val_ids.shape[0]} tokens; a window "
-                f"of data.len={len} needs {len + 1}"
+                f"of data.len={self.train_len} needs {needed}"
             )
 
     # -- preparation ------------------------------------------------------------------------
@@ -121,12 +242,7 @@ class TextData:
     ):
         import numpy as np
 
-        if (dataset is None) == (train_files is None):
-            raise ValueError(
-                "data.files.train: give exactly one source; allowed: data.files.train or "
-                "data.dataset"
-            )
-        if dataset is None:
+        if dataset is None:  # one source: TextDataOptions.check
             splits, source, load_rows = self._file_source(train_files, validation_files, text_field)
         else:
             splits, source, load_rows = self._dataset_source(
@@ -312,9 +428,21 @@ class TextData:
     cheap_to_build = False
     evaluation_kind = "text"  # lengen.evaluation.text scores it
 
-    @staticmethod
-    def validate_config(cfg) -> None:
-        text_prep.validate_text_config(cfg)
+    @classmethod
+    def validate_config(cls, cfg) -> None:
+        """The data node's options (``TextDataOptions``: each value, the source, the files
+        named) and the text evaluation's keys; ConfigError naming the key."""
+        from omegaconf import OmegaConf
+
+        try:
+            options = cls.Options.from_node(OmegaConf.to_container(cfg.data, resolve=True))
+            options.check()
+            options.check_files()
+            text_prep.check_text_eval(cfg)
+        except ConfigError:
+            raise
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
 
     @classmethod
     def planned_positions(cls, cfg, lengths: list[int]) -> dict:

@@ -12,7 +12,8 @@ tokenised splits are cached under ``data.cache_dir``, keyed by the content of th
 every setting that changes the tokens, so a second run with the same data starts at once.
 
 Heavy libraries (numpy, datasets, tokenizers) are imported inside functions: importing this
-module is cheap, so ``lengen.config`` can call :func:`validate_text_config` before anything.
+module is cheap, so a run's text keys are checked before anything (``TextData.validate_config``:
+the options in ``lengen.data.text.TextDataOptions``, the evaluation's in :func:`check_text_eval`).
 """
 
 from __future__ import annotations
@@ -348,68 +349,25 @@ def encode_stream(tokenizer, rows: list[str], *, with_bytes: bool, desc: str, pr
     return ids, token_bytes
 
 
-# -- validation of the config (called by lengen.config.validate, before heavy imports) ---------
-def validate_text_config(cfg) -> None:
-    """Check the text data and text evaluation keys; raise ConfigError naming the key."""
-    from lengen.checks import ConfigError, positive_int
+# -- the text evaluation's keys (checked by TextData.validate_config, before heavy imports) ----
+def check_text_eval(cfg) -> None:
+    """Check the keys of text evaluation (``eval.protocol``, ``eval.stride``,
+    ``eval.max_tokens``) against the run's evaluation lengths; ValueError naming the key."""
+    from lengen.checks import positive_int
     from lengen.config import eval_lengths
 
-    data, settings = cfg.data, cfg.eval
-    try:
-        for key in ("batch_size", "val_samples"):
-            positive_int(f"data.{key}", data[key])
-        files = data.files
-        if (data.dataset is None) == (files.train is None):
+    settings = cfg.eval
+    if settings.protocol not in PROTOCOLS:
+        raise ValueError(
+            f"eval.protocol must be one of {', '.join(PROTOCOLS)}; got {settings.protocol!r}"
+        )
+    lengths = eval_lengths(cfg)
+    if settings.stride is not None:
+        positive_int("eval.stride", settings.stride)
+        if settings.stride > min(lengths):
             raise ValueError(
-                "data.files.train: give exactly one source; allowed: data.files.train (a path, "
-                "glob or list of local files) or data.dataset (a hub name or a local dataset "
-                f"directory), got data.files.train={files.train!r} and data.dataset="
-                f"{data.dataset!r}"
+                f"eval.stride must be <= every eval length (else tokens go unscored); got "
+                f"{settings.stride} with eval lengths {lengths}"
             )
-        if data.dataset is None:
-            for split in ("train", "validation"):
-                found = expand_files(f"data.files.{split}", files[split])
-                if found:
-                    builder = file_builder(f"data.files.{split}", found)
-                    check_text_files(f"data.files.{split}", found, builder)
-        elif files.validation is not None:
-            raise ValueError(
-                "data.files.validation: only with data.files.train; with data.dataset choose "
-                "the split with data.validation_split"
-            )
-        tokenizer = data.tokenizer
-        if tokenizer not in TOKENIZER_KINDS and not Path(str(tokenizer)).expanduser().is_file():
-            raise ValueError(
-                f"data.tokenizer must be one of {', '.join(TOKENIZER_KINDS)} or the path of a "
-                f"tokenizer.json; got {tokenizer!r}"
-            )
-        if tokenizer == "bpe" or data.vocab_size is not None:
-            positive_int("data.vocab_size", data.vocab_size, 256 if tokenizer == "bpe" else 1)
-        fraction = data.validation_fraction
-        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
-            fraction = -1
-        if not 0 < fraction <= 0.5:
-            raise ValueError(
-                f"data.validation_fraction must be a number in (0, 0.5], got "
-                f"{data.validation_fraction!r}"
-            )
-        if not isinstance(data.text_field, str) or not data.text_field:
-            raise ValueError(f"data.text_field must be a column name, got {data.text_field!r}")
-        if settings.protocol not in PROTOCOLS:
-            raise ValueError(
-                f"eval.protocol must be one of {', '.join(PROTOCOLS)}; got {settings.protocol!r}"
-            )
-        lengths = eval_lengths(cfg)
-        if settings.stride is not None:
-            positive_int("eval.stride", settings.stride)
-            if settings.stride > min(lengths):
-                raise ValueError(
-                    f"eval.stride must be <= every eval length (else tokens go unscored); got "
-                    f"{settings.stride} with eval lengths {lengths}"
-                )
-        if settings.max_tokens is not None:
-            positive_int("eval.max_tokens", settings.max_tokens, max(lengths))
-    except ConfigError:
-        raise
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
+    if settings.max_tokens is not None:
+        positive_int("eval.max_tokens", settings.max_tokens, max(lengths))

@@ -1,18 +1,21 @@
 """Synthetic algorithmic tasks as pure, vectorised generators (docs/tasks.md).
 
 One module per family; every task is importable from here, as the yamls' ``_target_`` name it
-(``lengen.data.tasks.<Class>``).
+(``lengen.data.tasks.<Class>``). Each task's typed config (its options, their defaults and
+rules: ``<Task>.Options``, a ``TaskOptions``) sits beside it in its module; none of this
+imports torch.
 """
 
 from lengen.data.tasks.arithmetic import (
     Addition,
+    AdditionReversed,
     BinaryAddition,
     BinaryMultiplication,
     ComputeSqrt,
     Counting,
     ModularArithmetic,
 )
-from lengen.data.tasks.base import AlphabetTask, Task
+from lengen.data.tasks.base import AlphabetOptions, AlphabetTask, Task, TaskOptions
 from lengen.data.tasks.formal import (
     BucketSort,
     CycleNavigation,
@@ -27,6 +30,8 @@ from lengen.data.tasks.strings import Copy, Duplicate, MissingDuplicate, OddsFir
 
 __all__ = [
     "Addition",
+    "AdditionReversed",
+    "AlphabetOptions",
     "AlphabetTask",
     "AssociativeRecall",
     "BinaryAddition",
@@ -51,5 +56,6 @@ __all__ = [
     "Sort",
     "StackManipulation",
     "Task",
+    "TaskOptions",
     "VolumeLocate",
 ]

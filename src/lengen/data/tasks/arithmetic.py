@@ -8,13 +8,15 @@ than any other string: sums and products are column sums whose carries
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING
 
-from lengen.checks import positive_int
 from lengen.data.tasks.base import (
     Task,
+    TaskOptions,
     gather_shifted,
+    integer_in,
     normalise_digits,
     significant_length,
     terminated,
@@ -22,6 +24,7 @@ from lengen.data.tasks.base import (
 )
 from lengen.data.tasks.strings import CHOMSKY
 from lengen.lazy import torch
+from lengen.schema import option
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -29,6 +32,29 @@ if TYPE_CHECKING:
 
 def digit_names(base: int) -> list[str]:
     return [str(i) if i < 10 else chr(ord("a") + i - 10) for i in range(base)]
+
+
+def truth_value(key: str, value):
+    """true or false; 0 and 1 are read as false and true, as tasks always have (an override
+    ``data.task.reversed=1`` arrives as the integer 1)."""
+    if value not in (True, False):
+        raise ValueError(f"{key} must be true or false, got {value!r}")
+    return bool(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class AdditionOptions(TaskOptions):
+    #: digits per position (2 … 36: one symbol each, 0-9 then a-z)
+    base: int = option(10, integer_in(2, 36))
+    #: least significant digit first, inputs and answer (addition_reversed.yaml)
+    reversed: bool = option(False, truth_value)
+
+
+@dataclasses.dataclass(frozen=True)
+class AdditionReversedOptions(AdditionOptions):
+    """``configs/data/addition_reversed.yaml``: the same task, digits least significant first."""
+
+    reversed: bool = option(True, truth_value)
 
 
 class Addition(Task):
@@ -42,22 +68,19 @@ class Addition(Task):
     Transformers"; Zhou et al. 2024). n = 1 and n = 2 are ``+`` and ``d +`` (an empty operand
     is 0).
 
-    Args:
-        base: digits per position (``data.task.base``, 2 … 36).
-        reversed: least significant digit first, inputs and answer.
+    Options (``AdditionOptions``): ``base``, digits per position (``data.task.base``,
+    2 … 36); ``reversed``, least significant digit first, inputs and answer.
     """
 
+    Options = AdditionOptions
     name = "addition"
     source = "Kazemnejad et al. 2023 (NeurIPS); reversed: Lee et al. 2023 (arXiv:2307.03381)"
     answer_format = "the sum, w1 + 1 digits (fixed width)"
 
-    def __init__(self, base: int = 10, reversed: bool = False) -> None:  # noqa: A002
-        self.base = positive_int("data.task.base", base, minimum=2)
-        if base > 36:
-            raise ValueError(f"data.task.base must be in 2 … 36, got {base}")
-        if reversed not in (True, False):
-            raise ValueError(f"data.task.reversed must be true or false, got {reversed!r}")
-        self.reversed = bool(reversed)
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        base = self.base = self.cfg.base
+        self.reversed = self.cfg.reversed
         self.vocab = [*digit_names(base), "+"]
         self.answer_symbols = list(range(base))
         self.plus = base
@@ -88,8 +111,16 @@ class Addition(Task):
         total = normalise_digits(columns, self.base)  # (B, w1 + 1) least significant first
         return total if self.reversed else total.flip(1)
 
-    def describe(self) -> dict:
-        return {"base": self.base, "reversed": self.reversed}
+
+class AdditionReversed(Addition):
+    """Sum of two numbers in base ``base``, each written least significant digit first:
+    ``3 2 1 + 9 5 4`` -> ``2 8 5 0``.
+
+    ``Addition`` whose option ``reversed`` defaults to true, so that
+    ``configs/data/addition_reversed.yaml`` shows its class's defaults.
+    """
+
+    Options = AdditionReversedOptions
 
 
 class _BinaryOperation(Task):
@@ -97,7 +128,8 @@ class _BinaryOperation(Task):
 
     min_length = 1
 
-    def __init__(self) -> None:
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
         self.vocab = ["0", "1", self.operator, "END"]
         self.answer_symbols = [0, 1, 3]
         self.op, self.end = 2, 3
@@ -164,23 +196,29 @@ class BinaryMultiplication(_BinaryOperation):
         return terminated(product, significant_length(product), self.end, n)
 
 
+@dataclasses.dataclass(frozen=True)
+class ModulusOptions(TaskOptions):
+    #: at most 10, so every residue is one symbol (the paper: 5)
+    modulus: int = option(5, integer_in(2, 10))
+
+
 class ModularArithmetic(Task):
     """Value modulo ``modulus`` of ``d op d op … d`` with op in {+, -, *} and the usual
     precedence: ``1 + 2 * 3 - 4`` -> ``3`` (mod 5). An even length ends with one blank ``_``
     (the reference shortens even lengths by one instead).
 
-    Args:
-        modulus: the modulus, at most 10 so every residue is one symbol (the paper: 5).
+    Options (``ModulusOptions``): ``modulus``, at most 10 so every residue is one symbol (the
+    paper: 5).
     """
 
+    Options = ModulusOptions
     name = "modular_arithmetic"
     source = CHOMSKY + " (modular arithmetic, regular)"
     answer_format = "1 symbol: the value modulo the modulus"
 
-    def __init__(self, modulus: int = 5) -> None:
-        self.modulus = positive_int("data.task.modulus", modulus, minimum=2)
-        if modulus > 10:
-            raise ValueError(f"data.task.modulus must be in 2 … 10, got {modulus}")
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        modulus = self.modulus = self.cfg.modulus
         self.vocab = [str(i) for i in range(modulus)] + ["+", "-", "*", "_"]
         self.answer_symbols = list(range(modulus))
         self.plus, self.minus, self.times, self.blank = range(modulus, modulus + 4)
@@ -220,9 +258,6 @@ class ModularArithmetic(Task):
         ends[:, :-1] = starts[:, 1:]
         return (torch.where(ends, values, 0).sum(dim=1, keepdim=True) % p).long()
 
-    def describe(self) -> dict:
-        return {"modulus": self.modulus}
-
 
 class ComputeSqrt(Task):
     """Floor of the square root of an n-bit number, big-endian, with a fixed width of ⌈n/2⌉
@@ -236,7 +271,8 @@ class ComputeSqrt(Task):
     source = CHOMSKY + " (compute sqrt, CS)"
     answer_format = "⌊√x⌋ in ⌈n/2⌉ bits, most significant first"
 
-    def __init__(self) -> None:
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
         self.vocab = ["0", "1"]
         self.answer_symbols = [0, 1]
 
@@ -294,7 +330,8 @@ class Counting(Task):
     source = "decimal counting; cf. Chang & Bisk 2024, Language Models Need Inductive Biases to Count Inductively"
     answer_format = "the count of b, len(str(n)) decimal digits"
 
-    def __init__(self) -> None:
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
         self.vocab = ["a", "b", *digit_names(10)]
         self.answer_symbols = list(range(2, 12))
 

@@ -12,22 +12,89 @@ below run per tree level, per carry pass or per answer bit, each step vectorised
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lengen.checks import positive_int
 from lengen.data.layout import format_batch, tokens
 from lengen.lazy import torch
+from lengen.schema import Options, Rule, integer, option
 
 if TYPE_CHECKING:
     from torch import Tensor
 
 
+# -- the typed config of a task --------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class TaskOptions(Options):
+    """A task's typed config: its fields are the keys of the ``task:`` node of its yaml
+    (``data.task.<key>``), each with its one default and its rule (``lengen.schema``). The
+    base has none (parity, counting, … take no options).
+
+    ``data_defaults``: what the task's yaml shows for the data node's keys where it differs
+    from ``TaskData``'s defaults (``lengen.data.datamodule.TaskDataOptions``): its training
+    lengths, where the task's shortest instance or its grid makes 16 and 1 wrong. ``TaskData``
+    built without those keys takes them from here, so the yaml and the class agree
+    (``tests/data/test_options.py`` compares them).
+    """
+
+    prefix: ClassVar[str] = "data.task"
+    data_defaults: ClassVar[Mapping[str, Any]] = {}
+
+    @classmethod
+    def from_keys(cls, keys: Mapping, *, owner: str | None = None):
+        if keys and not cls.option_names():  # else the message would end in "allowed: "
+            raise ValueError(
+                f"{cls.prefix}.{sorted(keys)[0]}: {owner or cls.__name__} takes no options"
+            )
+        return super().from_keys(keys, owner=owner)
+
+
+def with_default(options: type[Options], name: str, default: Any) -> Any:
+    """The field ``name`` of ``options`` with another default and the same rule: how a task
+    whose config differs from its parent's in a default only says so (``Duplicate``: a binary
+    alphabet)."""
+    field = next(f for f in dataclasses.fields(options) if f.name == name)
+    return option(default, field.metadata.get("rule"))
+
+
+def integer_in(minimum: int, maximum: int, message: str | None = None) -> Rule:
+    """An integer in ``minimum`` … ``maximum`` (bools refused). Below the minimum, the message
+    of ``integer``; above the maximum, ``message`` (after the key, ``{value}`` substituted),
+    by default "must be in minimum … maximum"."""
+    above = message or f"must be in {minimum} … {maximum}, got {{value}}"
+
+    def rule(key: str, value):
+        positive_int(key, value, minimum)
+        if value > maximum:
+            raise ValueError(f"{key} {above.format(value=value)}")
+        return value
+
+    return rule
+
+
+@dataclasses.dataclass(frozen=True)
+class AlphabetOptions(TaskOptions):
+    #: letters of the alphabet
+    n_symbols: int = option(16, integer(minimum=2))
+
+
+# -- tasks -----------------------------------------------------------------------------------
 class Task:
     """Base class: a vocabulary, an answer length, a sampler of inputs and a pure solver.
 
-    Subclasses set ``vocab`` (symbol names) and ``answer_symbols`` (the ids answers use) in
-    ``__init__``, and define ``solve`` (and ``answer_length`` when it is not n).
+    A task is built from its options as keywords (``Copy(n_symbols=8)``; the yaml's ``task:``
+    node), checked by its config class ``Options`` into ``self.cfg``. Subclasses set ``vocab``
+    (symbol names) and ``answer_symbols`` (the ids answers use) in ``__init__``, after
+    ``super().__init__(**options)``, and define ``solve`` (and ``answer_length`` when it is
+    not n).
     """
+
+    #: the config class: the task's options, their defaults and rules
+    Options: ClassVar[type[TaskOptions]] = TaskOptions
+    #: the checked options (this default serves tasks whose own ``__init__`` takes no options)
+    cfg: TaskOptions = TaskOptions()
 
     name = "task"
     #: Paper the task and its format follow.
@@ -49,6 +116,9 @@ class Task:
 
     vocab: list[str]
     answer_symbols: list[int]
+
+    def __init__(self, **options) -> None:
+        self.cfg = self.Options.from_keys(options, owner=type(self).__name__)
 
     @property
     def n_symbols(self) -> int:
@@ -103,23 +173,22 @@ class Task:
 
     def describe(self) -> dict:
         """The task's parameters (the keys of ``data.task`` besides ``_target_``)."""
-        return {}
+        return {key: getattr(self.cfg, key) for key in self.cfg.option_names()}
 
 
 class AlphabetTask(Task):
     """A task on strings over ``n_symbols`` letters named 0, 1, …; answers use the same letters.
 
-    Args:
-        n_symbols: alphabet size (``data.task.n_symbols``, at least 2).
+    Options (``AlphabetOptions``): ``n_symbols``, the alphabet size (``data.task.n_symbols``,
+    at least 2).
     """
 
-    def __init__(self, n_symbols: int = 16) -> None:
-        positive_int("data.task.n_symbols", n_symbols, minimum=2)
-        self.vocab = [str(i) for i in range(n_symbols)]
-        self.answer_symbols = list(range(n_symbols))
+    Options = AlphabetOptions
 
-    def describe(self) -> dict:
-        return {"n_symbols": self.n_symbols}
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        self.vocab = [str(i) for i in range(self.cfg.n_symbols)]
+        self.answer_symbols = list(range(self.cfg.n_symbols))
 
 
 # -- shared vectorised helpers ---------------------------------------------------------------

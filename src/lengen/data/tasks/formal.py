@@ -11,14 +11,16 @@ terminator, every answer position is scored (``exact_match`` is unaffected).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lengen.checks import positive_int
-from lengen.data.tasks.base import Task, uniform_ints
+from lengen.data.tasks.arithmetic import ModulusOptions
+from lengen.data.tasks.base import AlphabetOptions, Task, TaskOptions, uniform_ints, with_default
 from lengen.data.tasks.strings import CHOMSKY, Sort
 from lengen.lazy import torch
+from lengen.schema import integer, option
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -27,7 +29,8 @@ if TYPE_CHECKING:
 class _BinaryVerdict(Task):
     """A binary string in, one bit out (0: even, 1: odd)."""
 
-    def __init__(self) -> None:
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
         self.vocab = ["0", "1"]
         self.answer_symbols = [0, 1]
 
@@ -62,21 +65,29 @@ class EvenPairs(_BinaryVerdict):
         return changes % 2
 
 
+@dataclasses.dataclass(frozen=True)
+class CycleNavigationOptions(TaskOptions):
+    #: number of states (the paper: 5)
+    cycle_length: int = option(5, integer(minimum=2))
+
+
 class CycleNavigation(Task):
     """Walk on a cycle of ``cycle_length`` states from state 0; each input symbol moves one step
     left, stays or moves one step right; answer the final state.
     ``right right left stay right`` -> ``2`` (cycle of 5).
 
-    Args:
-        cycle_length: number of states (``data.task.cycle_length``, the paper: 5).
+    Options (``CycleNavigationOptions``): ``cycle_length``, the number of states
+    (``data.task.cycle_length``, the paper: 5).
     """
 
+    Options = CycleNavigationOptions
     name = "cycle_navigation"
     source = CHOMSKY + " (cycle navigation, regular)"
     answer_format = "1 symbol: the final state"
 
-    def __init__(self, cycle_length: int = 5) -> None:
-        self.cycle_length = positive_int("data.task.cycle_length", cycle_length, minimum=2)
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        cycle_length = self.cycle_length = self.cfg.cycle_length
         self.vocab = ["left", "stay", "right"] + [f"state{i}" for i in range(cycle_length)]
         self.answer_symbols = list(range(3, 3 + cycle_length))
 
@@ -90,9 +101,6 @@ class CycleNavigation(Task):
         position = (inputs - 1).sum(dim=1, keepdim=True) % self.cycle_length  # (B, 1)
         return 3 + position
 
-    def describe(self) -> dict:
-        return {"cycle_length": self.cycle_length}
-
 
 class ModularArithmeticBrackets(Task):
     """Value modulo ``modulus`` of a random bracketed expression with ``+`` and ``-``:
@@ -103,18 +111,18 @@ class ModularArithmeticBrackets(Task):
     Generation expands all instances' trees one level per step (a loop over tree depth, not over
     instances). Binary minus negates its whole right operand, unary minus one digit.
 
-    Args:
-        modulus: the modulus, at most 10 so every residue is one symbol (the paper: 5).
+    Options (``ModulusOptions``): ``modulus``, at most 10 so every residue is one symbol (the
+    paper: 5).
     """
 
+    Options = ModulusOptions
     name = "modular_arithmetic_brackets"
     source = CHOMSKY + " (modular arithmetic with brackets, DCF)"
     answer_format = "1 symbol: the value of the expression modulo the modulus"
 
-    def __init__(self, modulus: int = 5) -> None:
-        self.modulus = positive_int("data.task.modulus", modulus, minimum=2)
-        if modulus > 10:
-            raise ValueError(f"data.task.modulus must be in 2 … 10, got {modulus}")
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        modulus = self.modulus = self.cfg.modulus
         self.vocab = [str(i) for i in range(modulus)] + ["+", "-", "(", ")"]
         self.answer_symbols = list(range(modulus))
         self.plus, self.minus, self.open, self.close = range(modulus, modulus + 4)
@@ -193,9 +201,6 @@ class ModularArithmeticBrackets(Task):
         signed = torch.where(negations % 2 == 1, -digits, digits)
         return (signed.sum(dim=1, keepdim=True) % self.modulus).long()
 
-    def describe(self) -> dict:
-        return {"modulus": self.modulus}
-
 
 class StackManipulation(Task):
     """A binary stack (bottom to top) then POP / PUSH 0 / PUSH 1 actions; answer the final stack
@@ -209,7 +214,8 @@ class StackManipulation(Task):
     source = CHOMSKY + " (stack manipulation, DCF)"
     answer_format = "final stack top to bottom, then END (n + 1 symbols)"
 
-    def __init__(self) -> None:
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
         self.vocab = ["0", "1", "POP", "PUSH0", "PUSH1", "END"]
         self.answer_symbols = [0, 1, 5]
         self.pop, self.push0, self.push1, self.end = 2, 3, 4, 5
@@ -242,11 +248,14 @@ class StackManipulation(Task):
         return out[:, : n + 1]
 
 
+@dataclasses.dataclass(frozen=True)
+class BucketSortOptions(AlphabetOptions):
+    n_symbols: int = with_default(AlphabetOptions, "n_symbols", 5)
+
+
 class BucketSort(Sort):
     """Sort a string over 5 symbols: ``1 0 2 0 4 1 1 2`` -> ``0 0 1 1 1 2 2 4``."""
 
+    Options = BucketSortOptions
     name = "bucket_sort"
     source = CHOMSKY + " (bucket sort, CS)"
-
-    def __init__(self, n_symbols: int = 5) -> None:
-        super().__init__(n_symbols)

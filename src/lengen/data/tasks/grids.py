@@ -16,12 +16,20 @@ or symbols never trained.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
-from lengen.checks import positive_int
 from lengen.data.layout import format_grid, grid_coordinates
-from lengen.data.tasks.base import Task, uniform_ints
+from lengen.data.tasks.base import (
+    AlphabetOptions,
+    Task,
+    TaskOptions,
+    integer_in,
+    uniform_ints,
+    with_default,
+)
 from lengen.lazy import torch
+from lengen.schema import integer, option
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -74,21 +82,34 @@ class GridTask(Task):
         return format_grid(inputs, answers, (side,) * self.axes, dense=self.dense)
 
 
+#: the data node of an L×L grid task's yaml, where it differs from TaskData's defaults: a
+#: side of 8 (64 cells); ``min_len`` defaults to the shortest instance's side, 2
+GRID_DATA = {"len": 8}
+
+
+@dataclasses.dataclass(frozen=True)
+class GridTransposeOptions(AlphabetOptions):
+    data_defaults = GRID_DATA
+    n_symbols: int = with_default(AlphabetOptions, "n_symbols", 8)
+
+
 class GridTranspose(GridTask):
     """Transpose an L×L grid of symbols: the answer at cell (i, j) is the input at (j, i).
 
     Dense prediction: every cell is scored, and exact match asks for the whole grid.
 
-    Args:
-        n_symbols: alphabet of the cells (``data.task.n_symbols``, at least 2).
+    Options (``GridTransposeOptions``): ``n_symbols``, the alphabet of the cells
+    (``data.task.n_symbols``, at least 2).
     """
 
+    Options = GridTransposeOptions
     name = "grid_transpose"
     source = "lengen (issue 15): the 2-D analogue of reverse, a permutation of the cells"
     answer_format = "the grid transposed: at cell (i, j) the input symbol of cell (j, i)"
 
-    def __init__(self, n_symbols: int = 8) -> None:
-        positive_int("data.task.n_symbols", n_symbols, minimum=2)
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        n_symbols = self.cfg.n_symbols
         self.vocab = [str(i) for i in range(n_symbols)]
         self.answer_symbols = list(range(n_symbols))
 
@@ -101,22 +122,33 @@ class GridTranspose(GridTask):
         grid = inputs.reshape(-1, side, side)  # (B, L, L)
         return grid.transpose(1, 2).reshape(inputs.shape)  # (B, L²)
 
-    def describe(self) -> dict:
-        return {"n_symbols": self.n_symbols}
+
+@dataclasses.dataclass(frozen=True)
+class LocateOptions(TaskOptions):
+    data_defaults = GRID_DATA
+    #: background symbols (distractors); the mark is one more
+    n_symbols: int = option(4, integer())
+
+
+@dataclasses.dataclass(frozen=True)
+class VolumeLocateOptions(LocateOptions):
+    data_defaults = {"len": 4}  # a side of 4: 64 cells, as a grid's 8
 
 
 class LocateTask(GridTask):
     """A grid of random background symbols with exactly one MARK cell; the answer at every
     cell says which of its coordinates it shares with the mark (a bitmask over the axes).
 
-    Args:
-        n_symbols: background symbols (``data.task.n_symbols``, at least 1).
+    Options (``LocateOptions``): ``n_symbols``, the background symbols
+    (``data.task.n_symbols``, at least 1).
     """
 
+    Options = LocateOptions
     answer_format = "per cell: which coordinates it shares with the mark (bitmask over the axes)"
 
-    def __init__(self, n_symbols: int = 4) -> None:
-        positive_int("data.task.n_symbols", n_symbols)
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        n_symbols = self.cfg.n_symbols
         self.background = n_symbols
         self.mark = n_symbols
         names = AXIS_NAMES[self.axes]
@@ -141,9 +173,6 @@ class LocateTask(GridTask):
         mask = (shares.long() << torch.arange(self.axes)).sum(-1)  # (B, L^A): bit a = axis a
         return self.answer_symbols[0] + mask
 
-    def describe(self) -> dict:
-        return {"n_symbols": self.background}
-
 
 class GridLocate(LocateTask):
     """Locate the one marked cell of an L×L grid: the answer at every cell is whether it shares
@@ -162,6 +191,7 @@ class VolumeLocate(LocateTask):
     """Locate the one marked cell of an L×L×L volume: the answer at every cell is which of its
     3 coordinates (depth, row, column) it shares with the mark, a bitmask of 8 symbols."""
 
+    Options = VolumeLocateOptions
     name = "volume_locate"
     source = "lengen (issue 15): grid_locate on 3 axes"
     axes = 3
@@ -214,6 +244,19 @@ def bounding_boxes(images: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     return top, left, bottom - top + 1, right - left + 1
 
 
+@dataclasses.dataclass(frozen=True)
+class ShapesOptions(TaskOptions):
+    #: shapes.yaml trains on sides from 8 pixels, not from the shortest instance (4 at P = 2)
+    data_defaults = {"min_len": 8}
+    #: side of a patch in pixels: 2^(P²) patch symbols
+    patch: int = option(
+        2,
+        integer_in(
+            1, 3, "must be 1, 2 or 3 (a patch of P² pixels is one of 2^(P²) symbols); got {value}"
+        ),
+    )
+
+
 class Shapes(GridTask):
     """Classify the one shape drawn in a binary image of side ``data.len`` pixels, cut into
     patches of ``data.task.patch`` pixels (one token per patch, its P² bits as a symbol).
@@ -228,11 +271,11 @@ class Shapes(GridTask):
     carry no pixel noise: a noisy image's class would be a property of how it was drawn, not of
     the image.
 
-    Args:
-        patch: side of a patch in pixels (``data.task.patch``, 1 to 3; ``data.len`` must be a
-            multiple of it).
+    Options (``ShapesOptions``): ``patch``, the side of a patch in pixels (``data.task.patch``,
+    1 to 3; ``data.len`` must be a multiple of it).
     """
 
+    Options = ShapesOptions
     name = "shapes"
     source = "lengen (issue 15): ViT-style classification of a procedurally drawn shape"
     answer_format = "the shape's class (1 symbol, read at the readout slot)"
@@ -241,14 +284,9 @@ class Shapes(GridTask):
         "side of the image in pixels (cut into data.task.patch-pixel patches, one token each)"
     )
 
-    def __init__(self, patch: int = 2) -> None:
-        positive_int("data.task.patch", patch)
-        if patch > 3:
-            raise ValueError(
-                f"data.task.patch must be 1, 2 or 3 (a patch of P² pixels is one of 2^(P²) "
-                f"symbols); got {patch}"
-            )
-        self.patch = patch
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        patch = self.patch = self.cfg.patch
         self.length_step = patch
         self.min_length = -(-MIN_BOX // patch) * patch  # the smallest box, in whole patches
         self.patch_symbols = 2 ** (patch * patch)
@@ -313,6 +351,3 @@ class Shapes(GridTask):
             drawn = draw_shapes(torch.full_like(top, index), top, left, height, width, side)
             matches.append((drawn == images).flatten(1).all(1))
         return (self.patch_symbols + torch.stack(matches, 1).long().argmax(1))[:, None]  # (B, 1)
-
-    def describe(self) -> dict:
-        return {"patch": self.patch}

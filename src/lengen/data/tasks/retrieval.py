@@ -6,14 +6,23 @@ can report exactness by depth (``accuracy_by_depth.json``).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
-from lengen.checks import positive_int
-from lengen.data.tasks.base import Task, gather_shifted, uniform_ints
+from lengen.data.tasks.base import Task, TaskOptions, gather_shifted, uniform_ints
 from lengen.lazy import torch
+from lengen.schema import integer, option
 
 if TYPE_CHECKING:
     from torch import Tensor
+
+
+@dataclasses.dataclass(frozen=True)
+class AssociativeRecallOptions(TaskOptions):
+    #: key alphabet
+    n_keys: int = option(26, integer())
+    #: value alphabet
+    n_values: int = option(10, integer(minimum=2))
 
 
 class AssociativeRecall(Task):
@@ -23,22 +32,23 @@ class AssociativeRecall(Task):
     Length n holds ⌊(n−1)/2⌋ pairs, a blank ``_`` when n is even, and the query (n >= 3). Keys
     and values are uniform; the query is the key of a uniformly chosen pair.
 
-    Args:
-        n_keys: key alphabet (``data.task.n_keys``).
-        n_values: value alphabet (``data.task.n_values``).
+    Options (``AssociativeRecallOptions``): ``n_keys``, the key alphabet
+    (``data.task.n_keys``); ``n_values``, the value alphabet (``data.task.n_values``).
 
     Ba et al. 2016, "Using Fast Weights to Attend to the Recent Past"; Arora et al. 2024,
     "Zoology" (multi-query associative recall).
     """
 
+    Options = AssociativeRecallOptions
     name = "associative_recall"
     source = "Ba et al. 2016 (NeurIPS), Using Fast Weights to Attend to the Recent Past"
     min_length = 3
     answer_format = "1 symbol: the value last bound to the query key"
 
-    def __init__(self, n_keys: int = 26, n_values: int = 10) -> None:
-        self.n_keys = positive_int("data.task.n_keys", n_keys)
-        self.n_values = positive_int("data.task.n_values", n_values, minimum=2)
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        n_keys = self.n_keys = self.cfg.n_keys
+        n_values = self.n_values = self.cfg.n_values
         self.vocab = [f"k{i}" for i in range(n_keys)] + [f"v{i}" for i in range(n_values)]
         self.vocab.append("_")
         self.answer_symbols = list(range(n_keys, n_keys + n_values))
@@ -70,8 +80,11 @@ class AssociativeRecall(Task):
         pairs = (inputs.shape[1] - 1) // 2
         return self._last_match(inputs).double() / max(1, pairs - 1)
 
-    def describe(self) -> dict:
-        return {"n_keys": self.n_keys, "n_values": self.n_values}
+
+@dataclasses.dataclass(frozen=True)
+class PasskeyOptions(TaskOptions):
+    #: length of the key; lengths start at digits + 1
+    digits: int = option(5, integer())
 
 
 class Passkey(Task):
@@ -83,17 +96,19 @@ class Passkey(Task):
     0 … n − digits − 1. ``depth`` = that position / (n − digits − 1): 0 at the start, 1 at the
     end. Mohtashami & Jaggi 2023, "Landmark Attention" (their key: a number up to 50000).
 
-    Args:
-        digits: length of the key (``data.task.digits``); lengths start at digits + 1.
+    Options (``PasskeyOptions``): ``digits``, the length of the key (``data.task.digits``);
+    lengths start at digits + 1.
     """
 
+    Options = PasskeyOptions
     name = "passkey"
     source = "Mohtashami & Jaggi 2023, Landmark Attention (NeurIPS)"
     answer_format = "the key's digits"
     n_fillers = 4
 
-    def __init__(self, digits: int = 5) -> None:
-        self.digits = positive_int("data.task.digits", digits)
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        self.digits = self.cfg.digits
         self.vocab = [str(i) for i in range(10)] + ["#"] + [f"f{i}" for i in range(self.n_fillers)]
         self.answer_symbols = list(range(10))
         self.marker = 10
@@ -122,6 +137,3 @@ class Passkey(Task):
 
     def depth(self, inputs: Tensor) -> Tensor:
         return self._position(inputs).double() / max(1, inputs.shape[1] - self.digits - 1)
-
-    def describe(self) -> dict:
-        return {"digits": self.digits}

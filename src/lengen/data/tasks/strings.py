@@ -8,10 +8,10 @@ on Length Generalization in Transformers" (NeurIPS).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
-from lengen.checks import positive_int
-from lengen.data.tasks.base import AlphabetTask, Task
+from lengen.data.tasks.base import AlphabetOptions, AlphabetTask, Task, with_default
 from lengen.lazy import torch
 
 if TYPE_CHECKING:
@@ -42,15 +42,20 @@ class Reverse(AlphabetTask):
         return inputs.flip(-1)
 
 
+@dataclasses.dataclass(frozen=True)
+class BinaryAlphabetOptions(AlphabetOptions):
+    """The Chomsky benchmark's string tasks: a binary alphabet."""
+
+    n_symbols: int = with_default(AlphabetOptions, "n_symbols", 2)
+
+
 class Duplicate(AlphabetTask):
     """Output the input twice: w -> ww (the Chomsky benchmark's duplicate string, binary)."""
 
+    Options = BinaryAlphabetOptions
     name = "duplicate"
     source = CHOMSKY + " (duplicate string, CS)"
     answer_format = "the input twice (2n symbols)"
-
-    def __init__(self, n_symbols: int = 2) -> None:
-        super().__init__(n_symbols)
 
     def answer_length(self, length: int) -> int:
         return 2 * length
@@ -75,12 +80,10 @@ class OddsFirst(AlphabetTask):
     s1 s3 s5 s2 s4. This is the order of the paper and of the reference code's docstring; the
     reference code itself puts the 0-based odd positions first."""
 
+    Options = BinaryAlphabetOptions
     name = "odds_first"
     source = CHOMSKY + " (odds first, CS)"
     answer_format = "s1 s3 s5 … then s2 s4 … (n symbols)"
-
-    def __init__(self, n_symbols: int = 2) -> None:
-        super().__init__(n_symbols)
 
     def solve(self, inputs: Tensor) -> Tensor:
         return torch.cat([inputs[:, ::2], inputs[:, 1::2]], dim=1)
@@ -92,17 +95,18 @@ class MissingDuplicate(Task):
     Length n holds ww with |w| = n // 2, then one ``_`` when n is odd (as in the reference).
     Example (binary): ``0 1 1 0 0 ? 1 0`` -> ``1``.
 
-    Args:
-        n_symbols: size of w's alphabet (``data.task.n_symbols``, the paper: 2).
+    Options: ``n_symbols``, the size of w's alphabet (``data.task.n_symbols``, the paper: 2).
     """
 
+    Options = BinaryAlphabetOptions
     name = "missing_duplicate"
     source = CHOMSKY + " (missing duplicate, CS)"
     min_length = 2
     answer_format = "the hidden symbol (1 symbol)"
 
-    def __init__(self, n_symbols: int = 2) -> None:
-        positive_int("data.task.n_symbols", n_symbols, minimum=2)
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        n_symbols = self.cfg.n_symbols
         self.alphabet = n_symbols
         self.vocab = [str(i) for i in range(n_symbols)] + ["?", "_"]
         self.answer_symbols = list(range(n_symbols))
@@ -125,6 +129,3 @@ class MissingDuplicate(Task):
         hidden_at = (inputs == self.hidden).long().argmax(dim=1)  # (B,)
         twin = torch.where(hidden_at < half, hidden_at + half, hidden_at - half)
         return inputs.gather(1, twin[:, None])
-
-    def describe(self) -> dict:
-        return {"n_symbols": self.alphabet}
