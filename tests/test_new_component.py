@@ -58,13 +58,13 @@ TASK = '''
 
 import dataclasses
 
-from lengen.data.tasks.base import AlphabetOptions, AlphabetTask, with_default
+from lengen.data.tasks.base import AlphabetOptions, AlphabetTask
 
 
 @dataclasses.dataclass(frozen=True)
 class ShiftOptions(AlphabetOptions):
     data_defaults = {"len": 8}
-    n_symbols: int = with_default(AlphabetOptions, "n_symbols", 8)
+    n_symbols: int = AlphabetOptions.with_default("n_symbols", 8)
 
 
 class Shift(AlphabetTask):

@@ -74,6 +74,21 @@ def integer(minimum: int = 1, *, nullable: bool = False) -> Rule:
     return rule
 
 
+def integer_in(minimum: int, maximum: int, message: str | None = None) -> Rule:
+    """An integer in ``minimum`` … ``maximum`` (bools refused). Below the minimum, the message
+    of ``integer``; above the maximum, ``message`` (after the key, ``{value}`` substituted),
+    by default "must be in minimum … maximum"."""
+    above = message or f"must be in {minimum} … {maximum}, got {{value}}"
+
+    def rule(key: str, value):
+        positive_int(key, value, minimum)
+        if value > maximum:
+            raise ValueError(f"{key} {above.format(value=value)}")
+        return value
+
+    return rule
+
+
 def number(
     *,
     above: float | None = None,
@@ -145,6 +160,8 @@ class Options:
         component's name in the message) does not take."""
         names = cls.option_names()
         unknown = sorted(set(keys) - set(names))
+        if unknown and not names and not cls.passthrough:  # "allowed: " would end the line
+            raise ValueError(f"{cls.key(unknown[0])}: {owner or cls.__name__} takes no options")
         if unknown and not cls.passthrough:
             raise ValueError(
                 f"{cls.key(unknown[0])}: {owner or cls.__name__} takes no such key; "
@@ -156,6 +173,13 @@ class Options:
             rule = field.metadata.get("rule")
             values[field.name] = value if rule is None else rule(cls.key(field.name), value)
         return cls(**values)
+
+    @classmethod
+    def with_default(cls, name: str, default: Any) -> Any:
+        """The field ``name`` with another default and the same rule: how a subclass whose
+        config differs from its parent's in a default only says so (a task's alphabet)."""
+        field = next(f for f in dataclasses.fields(cls) if f.name == name)
+        return option(default, field.metadata.get("rule"))
 
     @classmethod
     def key(cls, name: str) -> str:

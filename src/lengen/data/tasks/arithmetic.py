@@ -16,7 +16,6 @@ from lengen.data.tasks.base import (
     Task,
     TaskOptions,
     gather_shifted,
-    integer_in,
     normalise_digits,
     significant_length,
     terminated,
@@ -24,7 +23,7 @@ from lengen.data.tasks.base import (
 )
 from lengen.data.tasks.strings import CHOMSKY
 from lengen.lazy import torch
-from lengen.schema import option
+from lengen.schema import integer_in, option
 
 if TYPE_CHECKING:
     from torch import Tensor

@@ -16,10 +16,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from lengen.checks import positive_int
 from lengen.data.layout import format_batch, tokens
 from lengen.lazy import torch
-from lengen.schema import Options, Rule, integer, option
+from lengen.schema import Options, integer, option
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -41,37 +40,6 @@ class TaskOptions(Options):
 
     prefix: ClassVar[str] = "data.task"
     data_defaults: ClassVar[Mapping[str, Any]] = {}
-
-    @classmethod
-    def from_keys(cls, keys: Mapping, *, owner: str | None = None):
-        if keys and not cls.option_names():  # else the message would end in "allowed: "
-            raise ValueError(
-                f"{cls.prefix}.{sorted(keys)[0]}: {owner or cls.__name__} takes no options"
-            )
-        return super().from_keys(keys, owner=owner)
-
-
-def with_default(options: type[Options], name: str, default: Any) -> Any:
-    """The field ``name`` of ``options`` with another default and the same rule: how a task
-    whose config differs from its parent's in a default only says so (``Duplicate``: a binary
-    alphabet)."""
-    field = next(f for f in dataclasses.fields(options) if f.name == name)
-    return option(default, field.metadata.get("rule"))
-
-
-def integer_in(minimum: int, maximum: int, message: str | None = None) -> Rule:
-    """An integer in ``minimum`` … ``maximum`` (bools refused). Below the minimum, the message
-    of ``integer``; above the maximum, ``message`` (after the key, ``{value}`` substituted),
-    by default "must be in minimum … maximum"."""
-    above = message or f"must be in {minimum} … {maximum}, got {{value}}"
-
-    def rule(key: str, value):
-        positive_int(key, value, minimum)
-        if value > maximum:
-            raise ValueError(f"{key} {above.format(value=value)}")
-        return value
-
-    return rule
 
 
 @dataclasses.dataclass(frozen=True)

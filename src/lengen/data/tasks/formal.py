@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lengen.data.tasks.arithmetic import ModulusOptions
-from lengen.data.tasks.base import AlphabetOptions, Task, TaskOptions, uniform_ints, with_default
+from lengen.data.tasks.base import AlphabetOptions, Task, TaskOptions, uniform_ints
 from lengen.data.tasks.strings import CHOMSKY, Sort
 from lengen.lazy import torch
 from lengen.schema import integer, option
@@ -250,7 +250,7 @@ class StackManipulation(Task):
 
 @dataclasses.dataclass(frozen=True)
 class BucketSortOptions(AlphabetOptions):
-    n_symbols: int = with_default(AlphabetOptions, "n_symbols", 5)
+    n_symbols: int = AlphabetOptions.with_default("n_symbols", 5)
 
 
 class BucketSort(Sort):

@@ -24,12 +24,10 @@ from lengen.data.tasks.base import (
     AlphabetOptions,
     Task,
     TaskOptions,
-    integer_in,
     uniform_ints,
-    with_default,
 )
 from lengen.lazy import torch
-from lengen.schema import integer, option
+from lengen.schema import integer, integer_in, option
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -90,7 +88,7 @@ GRID_DATA = {"len": 8}
 @dataclasses.dataclass(frozen=True)
 class GridTransposeOptions(AlphabetOptions):
     data_defaults = GRID_DATA
-    n_symbols: int = with_default(AlphabetOptions, "n_symbols", 8)
+    n_symbols: int = AlphabetOptions.with_default("n_symbols", 8)
 
 
 class GridTranspose(GridTask):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from lengen.data.tasks.base import AlphabetOptions, AlphabetTask, Task, with_default
+from lengen.data.tasks.base import AlphabetOptions, AlphabetTask, Task
 from lengen.lazy import torch
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class Reverse(AlphabetTask):
 class BinaryAlphabetOptions(AlphabetOptions):
     """The Chomsky benchmark's string tasks: a binary alphabet."""
 
-    n_symbols: int = with_default(AlphabetOptions, "n_symbols", 2)
+    n_symbols: int = AlphabetOptions.with_default("n_symbols", 2)
 
 
 class Duplicate(AlphabetTask):
