@@ -31,7 +31,7 @@ if __name__ == "__main__":
     from lengen.checks import install_preemption_handlers
 
     install_preemption_handlers()  # from here to exit, SIGTERM/SIGUSR1 stop with a record
-    from lengen.cli import precheck
+    from lengen.preflight import precheck
 
     try:  # every refusal happens here, before Hydra creates or touches a run directory
         status = precheck(sys.argv[1:])

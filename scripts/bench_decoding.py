@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from lengen.data.datamodule import PAD, TaskData
+from lengen.data.task_data import PAD, TaskData
 from lengen.data.tasks import Copy
 from lengen.evaluation.tasks import greedy_generate
 from lengen.model import DecoderOnly

@@ -9,7 +9,7 @@ it met the target. Run it on a quiet machine:
 
 Kinds: ``key`` (an unknown key or group choice: config composition only), ``value`` (a value
 the config layer checks), ``component`` (a component's own check: the data source's, the
-model's or the encoding's, run by ``lengen.build.check_components`` without importing torch
+model's or the encoding's, run by ``lengen.preflight.check_components`` without importing torch
 for lengen's own components; the text case reads no corpus), ``eval`` (eval.py's own checks of
 its command line and the run directory).
 """

@@ -19,7 +19,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from lengen.data.datamodule import TaskData
+from lengen.data.task_data import TaskData
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "data"
 TASK_DATA = "lengen.data.datamodule.TaskData"

@@ -50,6 +50,20 @@ def run_train(
     )
 
 
+def fresh_python(code: str) -> str:
+    """Run ``code`` in a fresh interpreter (tests/ importable) -> its stripped stdout: for what
+    a process imports (torch must not load for a refusal)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
 def load_script(name: str):
     """scripts/<name>.py as a module (scripts are not a package)."""
     import importlib.util
@@ -144,7 +158,7 @@ def task_data(name: str, **overrides):
     with overrides."""
     from omegaconf import OmegaConf
 
-    from lengen.data.datamodule import TaskData
+    from lengen.data.task_data import TaskData
 
     node = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "data" / f"{name}.yaml"))
     settings = {k: v for k, v in node.items() if k not in ("_target_", "name", "task")}

@@ -1,22 +1,25 @@
-"""A table of bad command lines: each stops in seconds, before training, with exit status 2 and
-one line naming the key and what is allowed, and no traceback.
+"""The table of bad command lines: each stops in seconds, before training, with exit status 2 and
+one line naming the key and what is allowed, no traceback, and nothing written.
 
 All cases run through the real ``python train.py`` (a few at a time, since each waits mostly
-on imports), then each is checked on its own."""
+on imports), then each is checked on its own. The same refusals in-process, each through the
+``lengen.preflight`` entry that owns it: tests/test_preflight.py."""
 
 from __future__ import annotations
 
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
-from helpers import run_train
+from helpers import run_train, yaml_choices
 
 # (command-line arguments, text the first line of stderr must hold: the key, and the allowed)
 CASES = [
-    ("pe=ropee", "pe=ropee: unknown choice; allowed: alibi"),
+    ("pe=ropee", f"pe=ropee: unknown choice; allowed: {', '.join(yaml_choices('pe'))}"),
+    ("-m pe=rope,alibii", "pe=alibii: unknown choice; allowed: alibi"),
     ("model=gpt", "model=gpt: unknown choice; allowed: decoder, encoder, encoder_decoder"),
     ("data=copyy", "data=copyy: unknown choice; allowed:"),
     ("data.len=0", "data.len must be a positive integer"),
@@ -25,6 +28,7 @@ CASES = [
     ("optim.lr=0", "optim.lr must be a number in (0.0, inf)"),
     ("model.dropout=1.5", "model.dropout must be a number in [0.0, 1.0)"),
     ("model.n_heads=3", "model.d_model must be divisible by model.n_heads"),
+    ("model.d_model=12 model.n_heads=4", "pe=rope needs an even head dimension"),
     ("model.attention=xformers", "model.attention must be one of auto, flex; got 'xformers'"),
     ("pe=alibi model.attention=flex", "model.attention=flex cannot train on cpu"),
     (
@@ -40,6 +44,8 @@ CASES = [
     ("data.lenn=3", "data.lenn: no such key; allowed under data:"),
     ("init_from=/no/such/path", "init_from=/no/such/path: no such run directory or checkpoint"),
     ("pe=xpos model=encoder", "pe: XPos is defined for causal attention only; allowed:"),
+    # a sweep is refused whole, before any run, when one of its values cannot run
+    ("-m pe=rope,xpos model=encoder", "pe: XPos is defined for causal attention only"),
     ("pe=learned pe.policy=error", "pe.policy=error: evaluation needs 257 positions"),
     ("pe.randomized=true", "pe.max_position must be an integer >= 257"),
     ("resume=maybe", "resume must be true, false or auto"),
@@ -53,19 +59,21 @@ CASES = [
 ]
 
 
-def train(arguments: str) -> subprocess.CompletedProcess:
+def train(arguments: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """-> (the finished process, what it left in its folder)."""
     with tempfile.TemporaryDirectory() as folder:
-        return run_train(
+        result = run_train(
             *arguments.split(),
             f"hydra.run.dir={folder}/run",
             f"hydra.sweep.dir={folder}/sweep",
             timeout=120,
             one_thread=True,
         )
+        return result, sorted(path.name for path in Path(folder).iterdir())
 
 
 @pytest.fixture(scope="module")
-def outcomes() -> dict[str, subprocess.CompletedProcess]:
+def outcomes() -> dict[str, tuple[subprocess.CompletedProcess, list[str]]]:
     arguments = [case for case, _ in CASES]
     with ThreadPoolExecutor(max_workers=4) as pool:
         return dict(zip(arguments, pool.map(train, arguments), strict=True))
@@ -77,10 +85,15 @@ def test_the_table_is_large_enough():
 
 @pytest.mark.parametrize(("arguments", "expected"), CASES, ids=[case for case, _ in CASES])
 def test_bad_input_is_one_line_naming_the_key(outcomes, arguments, expected):
-    result = outcomes[arguments]
+    result, _ = outcomes[arguments]
     assert result.returncode == 2, result.stderr[-2000:]
     first_line = result.stderr.strip().splitlines()[0]
     assert first_line.startswith("error: "), result.stderr[-2000:]
     assert expected in first_line, first_line
     assert "Traceback" not in result.stderr
     assert "Set the environment variable HYDRA_FULL_ERROR" not in result.stderr
+
+
+@pytest.mark.parametrize("arguments", [case for case, _ in CASES])
+def test_a_refused_command_writes_nothing(outcomes, arguments):
+    assert outcomes[arguments][1] == []  # neither the run directory nor the sweep's

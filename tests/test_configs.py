@@ -9,15 +9,11 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from helpers import CONFIG_DIR, compose_train, yaml_choices
-from lengen.build import build, config_axes, instantiate_named, model_kind
-from lengen.config import (
-    ConfigError,
-    check_group_overrides,
-    eval_lengths,
-    validate,
-)
+from lengen.build import build, instantiate_named, model_kind
+from lengen.config import ConfigError, eval_lengths
 from lengen.options import EvalOptions, OptimOptions, RunOptions, TrainerOptions
 from lengen.pe.base import PositionalEncoding
+from lengen.preflight import config_axes, validate
 from lengen.schema import node_options
 
 GROUPS = sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir() and p.name != "hydra")
@@ -140,63 +136,6 @@ def test_eval_factors_must_give_whole_lengths():
     cfg = compose_train("data.len=15", "eval.factors=[0.5]")
     with pytest.raises(ConfigError, match=r"^eval\.factors"):
         eval_lengths(cfg)
-
-
-@pytest.mark.parametrize(
-    ("override", "key"),
-    [
-        ("data.len=0", "data.len"),
-        ("data.len=-3", "data.len"),
-        ("trainer.max_steps=0", "trainer.max_steps"),
-        ("model.n_heads=3", "model.d_model"),
-        ("model.dropout=1.0", "model.dropout"),
-        ("optim.lr=0", "optim.lr"),
-        ("model.attention=xformers", "model.attention"),
-        ("eval.samples=0", "eval.samples"),
-        ("eval.decoding=beam", "eval.decoding"),
-        ("eval.lengths=[16,0]", "eval.lengths"),
-        ("resume=maybe", "resume"),
-        ("seed=-1", "seed"),
-    ],
-)
-def test_bad_generic_value_is_named(override, key):
-    with pytest.raises(ConfigError) as error:
-        validate(compose_train(override))
-    assert str(error.value).startswith(key)
-
-
-@pytest.mark.parametrize(
-    ("overrides", "key"),
-    [
-        (
-            ["pe=rope", "model.d_model=12", "model.n_heads=4"],
-            "pe=rope needs an even head dimension",
-        ),
-        (["pe=sinusoidal", "model.d_model=9", "model.n_heads=3"], "pe=sinusoidal needs an even"),
-        (["pe=rope", "pe.base=0.5"], "pe.base"),
-        (["pe=rope", "pe.layout=diagonal"], "pe.layout"),
-        (["pe=alibi", "pe.bidirectional=mirror"], "pe.bidirectional"),
-        (["pe=learned", "pe.policy=error"], "pe.policy"),
-        (["data.task.n_symbols=1"], "data.task.n_symbols"),
-        (["data.min_len=20", "data.len=10"], "data.min_len"),
-        (["model=encoder_decoder", "model.n_decoder_layers=0"], "model.n_decoder_layers"),
-    ],
-)
-def test_bad_component_value_is_named(overrides, key):
-    with pytest.raises(ConfigError) as error:
-        build(compose_train(*overrides))
-    assert str(error.value).startswith(key)
-
-
-def test_unknown_group_choice_lists_allowed_values():
-    with pytest.raises(ConfigError) as error:
-        check_group_overrides(["pe=rope,ropey"])
-    first_line = str(error.value).splitlines()[0]
-    assert first_line.startswith("pe=ropey") and "alibi" in first_line and "rope" in first_line
-
-
-def test_known_group_choices_pass():
-    check_group_overrides(["pe=rope,alibi", "model=encoder", "data.len=8", "experiment=null"])
 
 
 @pytest.mark.parametrize("recipe", ["mcgill_small", "mcgill_paper", "chomsky_small"])

@@ -27,6 +27,7 @@ LAYERS = (
     ("model", "data", "plots"),
     ("evaluation", "build", "checkpoints"),
     ("lit", "rundir"),
+    ("preflight",),  # can this command line run? (above build and rundir, below the runs)
     ("train", "api"),
     ("reeval", "cli", "attention_maps", "aggregate"),
 )

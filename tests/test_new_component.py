@@ -108,7 +108,7 @@ COMPONENTS = {
         "toy_shift_task", TASK, "data", "toy_shift", TASK_YAML,
         "data.task.n_symbols=1", "error: data.task.n_symbols must be an integer >= 2, got 1",
         "task",
-        ["tests/test_configs.py", "tests/data/test_tasks.py", "tests/data/test_datamodule.py",
+        ["tests/test_configs.py", "tests/data/test_tasks.py", "tests/data/test_task_data.py",
          "tests/data/test_options.py"],
     ),
 }  # fmt: skip

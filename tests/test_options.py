@@ -10,16 +10,18 @@ import sys
 import pytest
 
 import lengen.model
-from lengen.options import model_options
 from lengen.model.transformer import Stack
+from lengen.options import model_options
 from lengen.pe import NoPE
 
 
 @pytest.mark.parametrize("name", lengen.model.__all__)
 def test_a_model_class_consumes_the_config_found_without_torch(name):
     cls = getattr(lengen.model, name)
-    assert cls.Options is model_options(f"lengen.model.{name}") is model_options(
-        f"lengen.model.transformer.{name}"
+    assert (
+        cls.Options
+        is model_options(f"lengen.model.{name}")
+        is model_options(f"lengen.model.transformer.{name}")
     )
 
 

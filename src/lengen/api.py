@@ -30,7 +30,7 @@ def load_run(run_dir: str | Path, overrides: list[str] | tuple = ()) -> Run:
     """Rebuild a run from ``run_dir``: its config.yaml (with ``key=value`` overrides, e.g.
     ``["eval.lengths=[64]"]``), the model from ``checkpoints/last.ckpt``, the data source and
     results.json. Raises ConfigError naming ``run`` when the directory is not a lengen run."""
-    from lengen.config import validate
+    from lengen.preflight import validate
     from lengen.results import load_results
     from lengen.rundir import load_config
 

@@ -138,7 +138,7 @@ def analyse_run(
     from lengen.api import load_run
     from lengen.atomic import atomic_write
     from lengen.config import ConfigError
-    from lengen.data.datamodule import TaskData, max_position
+    from lengen.data.task_data import TaskData, max_position
     from lengen.plots import plot_attention_distance, plot_attention_maps
 
     run_dir = Path(run_dir)

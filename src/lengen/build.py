@@ -1,7 +1,8 @@
 """From a validated config to the run's objects: data source, model, evaluation lengths.
 
-Used by training (``lengen.train``), re-evaluation (``lengen.reeval``), attention maps and
-``lengen.load_run``. Torch only: nothing here imports Lightning.
+Used by training (``lengen.train``), re-evaluation (``lengen.reeval``), attention maps,
+``lengen.load_run`` and the checks of ``lengen.preflight`` (the data source, and the model on the
+meta device). Torch only: nothing here imports Lightning.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def build(cfg: DictConfig, *, meta: bool = False):
     The PE is wired in here, visibly: the pe yaml gives a partial; the run adds what the
     table-based encodings need to know about lengths (``build_data``); the model supplies its
     sizes. ``meta=True`` builds the model for its checks only (``shapes_only``: layer weights
-    on the meta device, no initialisers), for components ``check_components`` does not know.
+    on the meta device, no initialisers), for components ``lengen.preflight.check_components``
+    does not know.
     """
     import torch
 
@@ -108,53 +110,6 @@ def build(cfg: DictConfig, *, meta: bool = False):
         with shapes_only() if meta else contextlib.nullcontext():
             model = instantiate_named(cfg.model, pe=pe, vocab_size=data.vocab_size)
     return data, model, lengths
-
-
-def check_components(cfg: DictConfig) -> bool:
-    """Every component's own checks of a config, before a run directory exists: the data
-    source's, then the encoding's for each stack of the model (``lengen.pe.options``; the
-    model's own keys are ``validate``'s, ``lengen.options``) without importing torch, so a refusal takes well under 2 s; then
-    drawing a few training instances (``check_sampling``, which imports torch). A source that
-    is not cheap to build (text reads its corpus) is not built: its keys are checked by
-    ``validate`` and the encoding learns its positions from ``planned_positions``. Raises
-    ConfigError naming the key. -> True when this covered the config; False when a component
-    is not lengen's (a user's encoding or model, which its constructor checks) or the kernel
-    option is ``flex`` (its policy reads the built encoding and the device):
-    ``check_by_building`` then runs their checks."""
-    from hydra.utils import get_class
-
-    from lengen.options import model_options
-    from lengen.pe.options import check_encoding
-
-    model = cfg.model
-    with user_errors():
-        data, positions = (
-            None,
-            get_class(cfg.data._target_).planned_positions(cfg, eval_lengths(cfg)),
-        )
-        if positions is None:
-            data, _, positions = build_data(cfg)
-        options = model_options(model._target_)
-        node = OmegaConf.to_container(cfg.pe, resolve=True)
-        sizes = dict(d_model=model.d_model, n_heads=model.n_heads, n_layers=model.n_layers)
-        known = [
-            check_encoding(node, causal=causal, **sizes, **positions)
-            for causal in (options.stacks if options is not None else ())
-        ]
-        if data is not None:
-            data.check_sampling()
-    return all(known) and options is not None and model.get("attention") != "flex"
-
-
-def check_by_building(cfg: DictConfig) -> None:
-    """The checks ``check_components`` leaves to the components themselves: build them on the
-    meta device (their constructors check their keys), and ask the kernel policy whether
-    ``model.attention`` can train on the device the run will train on."""
-    _, model, _ = build(cfg, meta=True)
-    accelerator = str(cfg.trainer.accelerator)
-    cuda = accelerator in ("gpu", "cuda") or (accelerator == "auto" and cuda_available())
-    with user_errors():
-        model.check_kernel("cuda" if cuda else "mps" if accelerator == "mps" else "cpu")
 
 
 #: initialisers with nothing to compute on the meta device (``torch.nn.init`` and in-place
@@ -224,103 +179,3 @@ def position_warnings(model) -> list[str]:
     )
     warnings.warn(message, stacklevel=2)
     return [message]
-
-
-# -- what the machine can run: checked before anything is built ------------------------------
-def check_resources(cfg: DictConfig) -> None:
-    """The devices and memory a config asks for exist here (ConfigError naming the key)."""
-    check_devices(cfg)
-    check_memory(cfg)
-
-
-def cuda_available() -> bool:
-    """``torch.cuda.is_available()``, without importing torch where no GPU device node exists
-    (NVIDIA's, AMD's ROCm or WSL's), where the answer is False: a refusal stays fast."""
-    import os
-
-    if not any(
-        os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
-    ):
-        return False
-    import torch
-
-    return torch.cuda.is_available()
-
-
-def check_devices(cfg: DictConfig) -> None:
-    """A GPU asked for where there is none: say so now, not in Lightning's words later."""
-    accelerator = str(cfg.trainer.accelerator)
-    if accelerator in ("gpu", "cuda") and not cuda_available():
-        raise ConfigError(
-            f"trainer.accelerator={cfg.trainer.accelerator}: no CUDA GPU is visible here; "
-            f"allowed: cpu, or auto (the GPU when there is one)"
-        )
-    if accelerator == "mps":
-        import torch
-
-        if not torch.backends.mps.is_available():
-            raise ConfigError(
-                "trainer.accelerator=mps: MPS is not available here; allowed: cpu, auto"
-            )
-
-
-def available_memory(cfg: DictConfig) -> tuple[int, str]:
-    """(bytes, where) the run can use: the GPU's total memory where it trains on one, else the
-    memory Linux reports available (MemAvailable); (0, "") when unknown."""
-    if str(cfg.trainer.accelerator) in ("gpu", "cuda", "auto") and cuda_available():
-        import torch
-
-        return torch.cuda.mem_get_info()[1], "GPU"
-    try:
-        with open("/proc/meminfo") as file:
-            for line in file:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024, "CPU"
-    except OSError:
-        pass
-    return 0, ""
-
-
-def config_axes(cfg: DictConfig) -> int:
-    """Axes of the data's positions, read from the config without building anything: the
-    task class's ``axes`` (grid tasks 2, volumes 3); 1 for text and sequence tasks."""
-    from hydra.utils import get_class
-
-    task = cfg.data.get("task")
-    if task is None or "_target_" not in task:
-        return 1
-    return int(getattr(get_class(task._target_), "axes", 1))
-
-
-def check_memory(cfg: DictConfig) -> None:
-    """Refuse, before building anything, sizes that cannot fit: a training step's activations
-    (a lower bound: every instance at least ``data.len`` positions long) and one instance at the
-    longest evaluation length. Without this, ``data.len=1000000000`` was killed by the kernel
-    after 97 s with no message."""
-    from lengen.config import eval_lengths
-
-    available, where = available_memory(cfg)
-    if not available:
-        return
-    model, gib = cfg.model, 2**30
-    axes = config_axes(cfg)
-    per_token = 12 * model.d_model + 2 * model.d_ff  # floats one layer keeps for backward
-    tokens = cfg.data.len**axes  # grids: data.len is the side (shapes: pixels, an upper bound)
-    train = 4 * cfg.data.batch_size * tokens * model.n_layers * per_token
-    if train > available:
-        shown = f"{cfg.data.len}^{axes} = {tokens:,}" if axes > 1 else f"{tokens}"
-        raise ConfigError(
-            f"data.len={cfg.data.len}: a training step needs at least {train / gib:,.1f} GiB of "
-            f"activations (data.batch_size {cfg.data.batch_size} × {shown} positions × "
-            f"{model.n_layers} layers), more than the {available / gib:,.1f} GiB of {where} "
-            f"memory available; allowed: a smaller data.len, data.batch_size or model"
-        )
-    longest = max(eval_lengths(cfg))
-    evaluation = 4 * longest**axes * (8 * model.d_model + model.d_ff) * 2  # one instance, no grad
-    if evaluation > available:
-        key = "eval.lengths" if cfg.eval.lengths is not None else "eval.factors"
-        raise ConfigError(
-            f"{key}: evaluating length {longest} needs at least {evaluation / gib:,.1f} GiB even "
-            f"one instance at a time, more than the {available / gib:,.1f} GiB of {where} "
-            f"memory available; allowed: shorter evaluation lengths"
-        )

@@ -1,10 +1,11 @@
 """What the entry points do with errors: one line for bad input, and sweeps that go on.
 
-Every refusal happens before Hydra writes anything (``precheck``): a refused command changes
-nothing on disk. A run that fails later writes ``failed.json`` (the error, and for crashes the
-traceback) into its run directory, unless that directory already holds finished results. In a
-``-m`` sweep a failure does not stop the other runs; ``SweepReport`` counts what every job did
-when the sweep ends and makes the sweep's exit status non-zero if any job was refused or failed.
+Every refusal happens before Hydra writes anything (``lengen.preflight.precheck``, which
+train.py calls first): a refused command changes nothing on disk. A run that fails later writes
+``failed.json`` (the error, and for crashes the traceback) into its run directory, unless that
+directory already holds finished results. In a ``-m`` sweep a failure does not stop the other
+runs; ``SweepReport`` counts what every job did when the sweep ends and makes the sweep's exit
+status non-zero if any job was refused or failed.
 
 Exit statuses: 2 bad input, 3 training diverged, 4 a checkpoint could not be written (the
 previous one is kept), 128 + the signal's number when a signal stopped training with a
@@ -16,7 +17,6 @@ from __future__ import annotations
 import signal
 import sys
 import traceback
-from collections.abc import Sequence
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
@@ -29,7 +29,7 @@ from lengen.checks import (
     Preempted,
     TrainingDiverged,
 )
-from lengen.config import processes
+from lengen.preflight import processes
 from lengen.rundir import RunDirectory
 
 #: errors that are the user's to fix, printed as one line, and their exit statuses
@@ -125,117 +125,3 @@ class SweepReport(Callback):
         lines += [f"  {name}: {outcome.splitlines()[0]}" for name, outcome in bad]
         print("\n".join(lines), file=sys.stderr)
         sys.exit(1)
-
-
-def precheck(arguments: Sequence[str]) -> int | None:
-    """Everything a command line can be refused for, before Hydra writes anything (it creates
-    the run directory and its log first): unknown groups and keys, every value (``validate``),
-    every component's own checks (``check_components``: without torch for lengen's own; others
-    built, the model on the meta device), and the run directory's rules. -> an exit status to stop with now (0: the run is already done), or
-    None to go on. Raises ConfigError (one line naming the key)."""
-    from hydra.utils import get_class
-
-    from lengen.build import check_by_building, check_components, check_resources
-    from lengen.config import check_group_overrides, validate
-    from lengen.rundir import RunDirectory, is_rank_zero
-
-    check_group_overrides(arguments)
-    configs = check_override_keys(arguments)
-    values = dict(a.partition("=")[::2] for a in arguments if "=" in a and not a.startswith("-"))
-    run_dir = values.get("hydra.run.dir")
-    if run_dir is not None and not run_dir.strip("'\" "):
-        raise ConfigError("hydra.run.dir: empty; allowed: a directory path (or leave it unset)")
-    for cfg in configs:
-        validate(cfg)
-    sweeping = bool({"-m", "--multirun"} & set(arguments))
-    # the other ranks of a multi-process run re-run this command into rank 0's directory
-    if configs and run_dir is not None and not sweeping and is_rank_zero():
-        directory = RunDirectory(run_dir.strip("'\""))
-        if directory.finished(configs[0]) is not None:  # resume on a finished run: done
-            return 0
-        directory.check_start(configs[0])
-    for cfg in configs:
-        check_resources(cfg)
-        # a component of the user's: its constructor checks it (text reads its corpus at run
-        # time, so the build checks it then)
-        if not check_components(cfg) and get_class(cfg.data._target_).cheap_to_build:
-            check_by_building(cfg)
-    return None
-
-
-def check_override_keys(arguments: Sequence[str], config_dir: Path | None = None) -> list:
-    """Compose the config with the command line's overrides, as Hydra will, and turn a key that
-    does not exist (or an override Hydra cannot parse) into one ConfigError naming the key.
-    -> the composed configs (without ``hydra``), one per trial below.
-
-    In a -m sweep each swept value is tried once (the others at their first value), so a key
-    that exists for one group choice but not another is caught before any run starts.
-    """
-    from hydra import compose, initialize_config_dir
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from lengen.config import CONFIG_DIR
-
-    flags = {"-m", "--multirun"}
-    overrides = [a for a in arguments if not a.startswith("-") and "=" in a]
-    if any(a.startswith("-") and a not in flags for a in arguments):
-        return []  # Hydra's own flags (--help, --cfg, …): let Hydra handle them
-    parser = OverridesParser.create()
-    try:
-        parsed = parser.parse_overrides(overrides)
-    except Exception as error:  # noqa: BLE001 - Hydra's parse errors are bad input
-        first = str(error).strip().splitlines()[0]
-        raise ConfigError(f"cannot parse the command line: {first}") from None
-    trials = [[_first_value(o) for o in parsed]]
-    for index, override in enumerate(parsed):
-        if override.is_sweep_override() and not override.key_or_group.startswith("hydra"):
-            for value in list(override.sweep_string_iterator())[1:]:
-                trial = list(trials[0])
-                trial[index] = f"{override.get_key_element()}={value}"
-                trials.append(trial)
-    configs = []
-    with initialize_config_dir(str(config_dir or CONFIG_DIR), version_base="1.3"):
-        for trial in trials:
-            try:
-                configs.append(compose("train", overrides=trial))
-            except Exception as error:  # noqa: BLE001 - reworded below
-                raise _override_error(error, trial) from None
-    return configs
-
-
-def _first_value(override) -> str:
-    if not override.is_sweep_override():
-        return override.input_line
-    first = next(iter(override.sweep_string_iterator()))
-    return f"{override.get_key_element()}={first}"
-
-
-def _override_error(error: Exception, trial: list[str]) -> ConfigError:
-    import re
-
-    text = str(error)
-    match = re.search(r"Could not (?:override|append to|delete from) '([^']+)'", text)
-    if match is None:
-        match = re.search(r"Key '([^']+)' is not in struct", text)
-    if match is None:
-        return ConfigError(text.strip().splitlines()[0])
-    key = match.group(1)
-    parent, _, leaf = key.rpartition(".")
-    allowed = _keys_under(parent, [t for t in trial if not t.startswith(f"{key}=")])
-    where = f"under {parent}" if parent else "at the top level"
-    return ConfigError(
-        f"{key}: no such key; allowed {where}: {', '.join(allowed) or 'none'} "
-        f"(a new key needs +{key}=…)"
-    )
-
-
-def _keys_under(parent: str, trial: list[str]) -> list[str]:
-    from hydra import compose
-    from omegaconf import DictConfig, OmegaConf
-
-    try:
-        cfg = compose("train", overrides=trial)
-    except Exception:  # noqa: BLE001 - another bad override: no list, the key is still named
-        return []
-    node = OmegaConf.select(cfg, parent) if parent else cfg
-    return sorted(str(k) for k in node) if isinstance(node, DictConfig) else []

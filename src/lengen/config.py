@@ -1,30 +1,17 @@
-"""Validation of user input, before any heavy import.
-
-Every check raises ``ConfigError`` whose message starts with the offending key and what is
-allowed; the entry points print it on one line and exit with status 2, no traceback. The
-components' own checks (a PE's head-dimension rule, a task's alphabet) follow, still without
-torch (``lengen.build.check_components``), before anything is written.
+"""The config root, its resolvers and groups, and what a config computes: its evaluation
+lengths (refusing factors that give no whole length) and a run's label. Whether a config can
+run is ``lengen.preflight``'s question.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from lengen.checks import ConfigError, check_batch_split, positive_int
+from lengen.checks import ConfigError
 from lengen.identity import run_id
-from lengen.options import (
-    EvalOptions,
-    ModelOptions,
-    OptimOptions,
-    RunOptions,
-    TrainerOptions,
-    model_options,
-)
-from lengen.schema import Options, node_options
 
 #: Config groups whose choice is a yaml file under configs/<group>/.
 GROUPS = ("pe", "model", "data", "trainer", "logger", "eval", "experiment", "debug")
@@ -45,26 +32,7 @@ _NONCE = __import__("secrets").token_hex(2)
 OmegaConf.register_new_resolver("lengen_run_id", lambda *, _root_: run_id(_root_), replace=True)
 OmegaConf.register_new_resolver("lengen_nonce", lambda: _NONCE, replace=True)
 
-__all__ = ["ConfigError", "eval_lengths", "validate"]
-
-
-def group_choices(group: str, config_dir: Path = CONFIG_DIR) -> list[str]:
-    return sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
-
-
-def check_group_overrides(arguments: Sequence[str], config_dir: Path = CONFIG_DIR) -> None:
-    """Reject ``group=choice`` command-line overrides naming no yaml (sweeps: each of a,b,c)."""
-    for argument in arguments:
-        key, sep, value = argument.partition("=")
-        key = key.lstrip("+~")
-        if not sep or key not in GROUPS or value in ("", "null"):
-            continue
-        allowed = group_choices(key, config_dir)
-        for choice in value.split(","):
-            if choice.strip() not in allowed:
-                raise ConfigError(
-                    f"{key}={choice.strip()}: unknown choice; allowed: {', '.join(allowed)}"
-                )
+__all__ = ["ConfigError", "eval_lengths", "pe_options_changed", "run_label"]
 
 
 def eval_lengths(cfg: DictConfig) -> list[int]:
@@ -97,67 +65,6 @@ def eval_lengths(cfg: DictConfig) -> list[int]:
             )
         lengths.add(int(round(length)))
     return sorted(lengths)
-
-
-def checked(options: type[Options], node) -> Options:
-    """A component's typed config from its yaml node, checked (ConfigError naming the key)."""
-    keys = node_options(OmegaConf.to_container(node, resolve=True) if node is not None else {})
-    try:
-        return options.from_keys(keys, owner=node.get("_target_", "").rpartition(".")[2] or None)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-
-
-def validate(cfg: DictConfig) -> None:
-    """Check every generic user-facing key against its typed config (``lengen.options``);
-    raise ConfigError on the first bad one."""
-    top = {key: cfg.get(key) for key in ("seed", "resume", "init_from")}
-    checked(RunOptions, OmegaConf.create(top))
-    _checked(positive_int, "data.len", cfg.data.get("len"))
-    checked(TrainerOptions, cfg.trainer)
-    if "num_workers" in cfg.data:
-        _checked(positive_int, "data.num_workers", cfg.data.num_workers, 0)
-    world = processes(cfg.trainer)  # None: Lightning decides; train checks it then
-    batch_size = cfg.data.get("batch_size")
-    if world and isinstance(batch_size, int):
-        _checked(check_batch_split, batch_size, world)
-    options = model_options(cfg.model.get("_target_"))
-    if options is None:  # a user's model: the keys every model has (its own: its constructor)
-        node = OmegaConf.masked_copy(
-            cfg.model, [k for k in ModelOptions.option_names() if k in cfg.model]
-        )
-        _checked(ModelOptions.from_keys(node_options(OmegaConf.to_container(node))).check)
-    else:
-        _checked(checked(options, cfg.model).check)
-    checked(OptimOptions, cfg.optim)
-    checked(EvalOptions, cfg.eval)
-    eval_lengths(cfg)
-    # the data source checks its own keys (text: files, tokenizer, protocol), found through its
-    # _target_ as Hydra will instantiate it (lengen.data.source.DataSource.validate_config)
-    from hydra.utils import get_class
-
-    get_class(cfg.data._target_).validate_config(cfg)
-
-
-def _checked(check, *args) -> None:
-    """A shared check (``lengen.checks``) whose ValueError is the user's input error here."""
-    try:
-        check(*args)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-
-
-def processes(trainer: DictConfig) -> int | None:
-    """Processes a trainer config asks for (devices × nodes); None when Lightning decides."""
-    devices = trainer.get("devices", 1)
-    nodes = trainer.get("num_nodes", 1)
-    if devices in (-1, "-1", "auto"):
-        return 1 if trainer.get("accelerator") == "cpu" and nodes == 1 else None
-    if isinstance(devices, ListConfig | list):
-        return len(devices) * nodes
-    if isinstance(devices, str):  # "0,1": device indices
-        return len([d for d in devices.split(",") if d.strip()]) * nodes
-    return devices * nodes
 
 
 def pe_options_changed(cfg: DictConfig, config_dir: Path = CONFIG_DIR) -> dict:

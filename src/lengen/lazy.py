@@ -3,7 +3,7 @@
 ``import torch`` takes 2–3 s on a small machine, longer than a refusal may (docs/benchmarks.md,
 "Refused commands"). The data layer (tasks, their formats, curricula) is plain Python around
 torch calls: its modules take ``torch`` from here, so building a data source and asking its
-checks and sizes (``lengen.build.check_components``) imports no torch; the first tensor
+checks and sizes (``lengen.preflight.check_components``) imports no torch; the first tensor
 operation loads it. The standard library's recipe (``importlib.util.LazyLoader``); once loaded, ``torch`` is the
 ordinary module, the same object every ``import torch`` returns. Modules that subclass
 ``torch.nn.Module`` need torch when they are imported and import it as usual.

@@ -5,7 +5,7 @@ evaluation and the trainer keys lengen reads (``lengen.schema``; the encodings' 
 Each class's fields are the keys of its yaml (``configs/model/*.yaml``, ``configs/eval/*.yaml``,
 ``configs/trainer/*.yaml``, train.yaml's ``optim`` and top-level keys) with their one default
 and the rule that refuses other values; ``tests/test_configs.py`` compares every yaml with its
-class. ``lengen.config.validate`` builds them from the composed config, so a bad value is
+class. ``lengen.preflight.validate`` builds them from the composed config, so a bad value is
 refused, with the key named, before anything imports torch.
 """
 
@@ -132,7 +132,7 @@ class RunOptions(Options):
 @dataclasses.dataclass(frozen=True)
 class ModelOptions(Options):
     """A model's keys (``configs/model/<kind>.yaml``); the decoder's config, and the keys a
-    user's model is checked for (``lengen.config.validate``)."""
+    user's model is checked for (``lengen.preflight.validate``)."""
 
     prefix: ClassVar[str] = "model"
     #: the data layout the model reads (``decoder``, ``encoder``, ``encoder_decoder``)

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lengen.checks import ConfigError
-from lengen.config import GROUPS, validate
+from lengen.config import GROUPS
+from lengen.preflight import check_components, check_resources, validate
 from lengen.rundir import load_config
 
 
@@ -70,8 +71,6 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
     validate(cfg)
     if not os.access(run_dir, os.W_OK):  # found now, not after the whole evaluation
         raise ConfigError(f"run={run_dir}: the directory is not writable; allowed: a writable run")
-    from lengen.build import check_components, check_resources
-
     check_resources(cfg)
     check_components(cfg)  # the encoding's and data's checks of the overrides, without torch
     from lengen.api import rebuild_run

@@ -6,7 +6,7 @@ field's name is the yaml key, its annotation the type, its default the one defau
 refuses the others. ``Options.from_keys`` turns a yaml node (or a constructor's keywords) into
 the config, refusing an unknown key with the allowed ones named; checks that read several
 options, or the run, are methods of the config class. The torch module consumes the config
-(``self.cfg``); the early layer (``lengen.build.check_components``) builds the same config from
+(``self.cfg``); the early layer (``lengen.preflight.check_components``) builds the same config from
 the composed yaml before anything imports torch, so the two can never disagree.
 
 Why the standard library's dataclasses and not pydantic (installed as wandb's dependency):

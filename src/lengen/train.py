@@ -8,7 +8,9 @@ from omegaconf import DictConfig
 
 from lengen.build import build, instantiate_named, position_warnings
 from lengen.checks import ConfigError, EvaluationOutOfMemory, check_batch_split
-from lengen.config import run_label, validate
+from lengen.config import run_label
+from lengen.options import OptimOptions
+from lengen.preflight import validate
 from lengen.rundir import RunDirectory, resolve_run_dir, resolved_config
 
 
@@ -18,7 +20,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     With ``resume=true`` the run continues from ``<run dir>/checkpoints/last.ckpt``. Under DDP
     every rank runs this; only rank 0 writes files, and the other ranks return ``{}``.
     """
-    validate(cfg)
+    checked = validate(cfg)  # train.py's precheck checked it already: its typed configs back
     directory = RunDirectory(resolve_run_dir(cfg, run_dir))
     if (finished := directory.finished(cfg)) is not None:
         return finished
@@ -30,7 +32,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
 
             load_weights(model, load_checkpoint(cfg.init_from, "init_from"), "init_from")
         notes = position_warnings(model)
-        trainer, lit, logger = fit(cfg, model, data, directory, resumed)
+        trainer, lit, logger = fit(cfg, model, data, directory, resumed, optim=checked.optim)
         if not trainer.is_global_zero:
             return {}  # rank 0 evaluates and writes
         results = evaluate_and_write(
@@ -42,12 +44,12 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     return results
 
 
-def fit(cfg: DictConfig, model, data, directory: RunDirectory, resumed):
+def fit(cfg: DictConfig, model, data, directory: RunDirectory, resumed, *, optim: OptimOptions):
     """Train (or continue training) and save the last checkpoint -> (trainer, lit, logger)."""
     from lengen.checkpoints import save_checkpoint
     from lengen.lit import DataModule
 
-    trainer, lit, logger = make_trainer(cfg, model, directory, resumed)
+    trainer, lit, logger = make_trainer(cfg, model, directory, resumed, optim=optim)
     datamodule = DataModule(data, num_workers=cfg.data.get("num_workers", 0))
     trainer.fit(lit, datamodule=datamodule, ckpt_path=resumed[0] if resumed else None)
     save_checkpoint(trainer, directory.checkpoint)
@@ -77,8 +79,9 @@ def training_record(trainer, resumed, notes: list[str]) -> dict:
     }
 
 
-def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed):
-    """The Lightning trainer, module and logger of a run -> (trainer, lit, logger)."""
+def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed, *, optim: OptimOptions):
+    """The Lightning trainer, module and logger of a run -> (trainer, lit, logger); ``optim``
+    is the optimiser's typed config as ``validate`` checked it."""
     from lengen.lit import CriterionStop, LitModel, quiet_known_noise
 
     quiet_known_noise()
@@ -90,7 +93,7 @@ def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed):
     config = resolved_config(cfg)
     lit = LitModel(
         model,
-        cfg.optim,
+        optim,
         cfg.trainer.max_steps,
         config=config,
         seed=cfg.seed,

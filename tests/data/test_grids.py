@@ -13,14 +13,15 @@ import pytest
 import torch
 
 from helpers import compose_train, load_task, task_data
-from lengen.build import build, check_memory
+from lengen.build import build
 from lengen.checks import ConfigError
-from lengen.data.datamodule import IGNORE, N_SPECIAL, SLOT, TaskData, held_out
+from lengen.data.task_data import IGNORE, N_SPECIAL, SLOT, TaskData, held_out
 from lengen.data.tasks import GridLocate, GridTranspose, Shapes, VolumeLocate
 from lengen.data.tasks.grids import SHAPE_CLASSES
 from lengen.evaluation.tasks import score_lengths
 from lengen.lit import shard
 from lengen.pe.rules import GRID_ENCODINGS
+from lengen.preflight import check_memory
 
 GRID_TASKS = ["grid_transpose", "grid_locate", "volume_locate", "shapes"]
 SIDES = [2, 3, 5, 8]
@@ -359,7 +360,7 @@ def test_build_gives_the_encoding_axes_and_per_axis_extents():
 
 
 def test_memory_check_counts_a_grid_side_as_side_squared_tokens(monkeypatch):
-    import lengen.build as build_module
+    import lengen.preflight as build_module
 
     monkeypatch.setattr(build_module, "available_memory", lambda cfg: (2**30, "CPU"))
     common = ("model=encoder", "data.len=30", "data.batch_size=64")

@@ -25,7 +25,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
 from helpers import CONFIG_DIR, task_data, yaml_choices
-from lengen.data.datamodule import TaskData, TaskDataOptions
+from lengen.data.task_data import TaskData, TaskDataOptions
 from lengen.data.tasks import ModularArithmetic
 from lengen.data.text import TextDataOptions
 
@@ -138,7 +138,7 @@ def test_text_data_refuses_a_bad_value_with_its_configs_message():
 
 def test_data_configs_and_their_refusals_import_no_torch():
     code = (
-        "import lengen.data.tasks as tasks, lengen.data.datamodule as data, lengen.data.text\n"
+        "import lengen.data.tasks as tasks, lengen.data.task_data as data, lengen.data.text\n"
         "from lengen.lazy import is_loaded\n"
         "tasks.Copy(n_symbols=8)\n"
         "data.TaskData(task=tasks.Passkey())\n"

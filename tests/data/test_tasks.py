@@ -26,7 +26,7 @@ from lengen.data.curriculum import (
     longest_allowed,
     reverse_exponential_probabilities,
 )
-from lengen.data.datamodule import N_SPECIAL, TaskData, held_out
+from lengen.data.task_data import N_SPECIAL, TaskData, held_out
 from lengen.data.tasks import Task
 from lengen.evaluation.tasks import score_lengths
 from lengen.rundir import RunDirectory

@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from helpers import compose_train, corpus_lines, text_data
-from lengen.config import ConfigError, validate
+from lengen.config import ConfigError
 from lengen.data import text_prep
+from lengen.preflight import validate
 
 
 def stream_text(path) -> str:

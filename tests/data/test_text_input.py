@@ -6,7 +6,7 @@ import pytest
 
 from helpers import compose_train, run_train
 from lengen.checks import ConfigError
-from lengen.config import validate
+from lengen.preflight import validate
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import json
 import torch
 
 from helpers import task_data
-from lengen.data.datamodule import N_SPECIAL
+from lengen.data.task_data import N_SPECIAL
 from lengen.evaluation.by_depth import depth_report, write_depth_report
 
 

@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from lengen.data.datamodule import TaskData, held_out
+from lengen.data.task_data import TaskData, held_out
 from lengen.data.tasks import Copy
 from lengen.evaluation.tasks import constant_baseline, score_lengths
 from lengen.model import DecoderOnly

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from helpers import TINY, compose_train, tiny_model
 from lengen.build import build
-from lengen.data.datamodule import BOS, PAD, SEP, TaskData
+from lengen.data.task_data import BOS, PAD, SEP, TaskData
 from lengen.data.tasks import Copy
 from lengen.evaluation.tasks import greedy_generate
 from lengen.evaluation.tasks import score_lengths as evaluate

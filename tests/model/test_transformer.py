@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers import pe_factory
-from lengen.data.datamodule import TaskData
+from lengen.data.task_data import TaskData
 from lengen.data.tasks import Copy
 from lengen.model import DecoderOnly, EncoderDecoder, EncoderOnly
 from lengen.model.attention import MultiHeadAttention

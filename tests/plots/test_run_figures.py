@@ -274,13 +274,6 @@ def test_shift_errors_peak_at_the_printed_check():
     assert errors.max().item() == pytest.approx(check_shift_rotation(table))
 
 
-def test_plot_dpi_must_be_a_positive_integer():
-    from lengen.config import ConfigError, validate
-
-    with pytest.raises(ConfigError, match="eval.plot_dpi"):
-        validate(compose_train("eval.plot_dpi=0"))
-
-
 def test_a_run_writes_its_figure_at_eval_plot_dpi(tmp_path, single_thread):
     import json
 

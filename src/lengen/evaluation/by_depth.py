@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from lengen.data.datamodule import IGNORE, format_batch
+from lengen.data.task_data import IGNORE, format_batch
 
 
 @torch.no_grad()

@@ -42,8 +42,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lengen.checks import EvaluationOutOfMemory
-from lengen.data.datamodule import IGNORE, TaskData, max_position, sequence_length
 from lengen.data.source import mix_seed
+from lengen.data.task_data import IGNORE, TaskData, max_position, sequence_length
 from lengen.evaluation.metrics import add_stats, batch_stats, loss_sum, summarise
 from lengen.measure import batch_size_for, is_out_of_memory, measured_with_oom_halving
 from lengen.options import PROTOCOLS

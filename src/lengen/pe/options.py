@@ -5,7 +5,7 @@ Each shipped encoding ``lengen.pe.<module>.<Name>`` has one config class here,
 and the rule that refuses other values (``lengen.schema``); its ``check`` method makes the
 checks that read several options or the run and returns what the encoding derives from them.
 The torch module consumes it (``PositionalEncoding.__init__`` builds ``self.cfg`` with
-``from_keys`` and calls ``check``), and the early layer (``lengen.build.check_components``) builds
+``from_keys`` and calls ``check``), and the early layer (``lengen.preflight.check_components``) builds
 the same config from the composed yaml before anything imports torch (``check_encoding``): one
 source, so a refusal is the same message on both paths and costs no ``import torch``.
 
@@ -13,7 +13,7 @@ What a class declares about itself (``causal_only``, ``supports_axes``, ``bias_o
 a class attribute of its config; the torch class inherits them from its ``Options``.
 
 A new encoding may keep its config class in its own module (``Options = MyOptions`` on the
-torch class); it is then checked by building it (``lengen.build.check_by_building``), after
+torch class); it is then checked by building it (``lengen.preflight.check_by_building``), after
 ``import torch``. Moving the class here, named ``<Name>Options``, makes its refusals torch-free.
 """
 

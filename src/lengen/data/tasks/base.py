@@ -2,7 +2,7 @@
 
 A task maps an instance's input symbols to its answer symbols. **Length** is the number of input
 symbols (the convention of the Chomsky-hierarchy benchmarks, Delétang et al., 2023); how input
-and answer are laid out for a model is decided in ``lengen.data.datamodule``.
+and answer are laid out for a model is decided in ``lengen.data.layout``.
 
 Symbols are integers in [0, n_symbols), named by ``task.vocab``; inputs and answers share this
 one symbol space (the formatting layer adds the special tokens in front of it). Every generator
@@ -32,7 +32,7 @@ class TaskOptions(Options):
     base has none (parity, counting, … take no options).
 
     ``data_defaults``: what the task's yaml shows for the data node's keys where it differs
-    from ``TaskData``'s defaults (``lengen.data.datamodule.TaskDataOptions``): its training
+    from ``TaskData``'s defaults (``lengen.data.task_data.TaskDataOptions``): its training
     lengths, where the task's shortest instance or its grid makes 16 and 1 wrong. ``TaskData``
     built without those keys takes them from here, so the yaml and the class agree
     (``tests/data/test_options.py`` compares them).

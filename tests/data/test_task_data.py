@@ -8,7 +8,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from lengen.config import CONFIG_DIR
-from lengen.data.datamodule import (
+from lengen.data.task_data import (
     BOS,
     IGNORE,
     MODEL_KINDS,

@@ -1,0 +1,220 @@
+"""lengen.preflight: the in-process refusal table (each bad config refused by the preflight entry
+that owns it, and by the build alike where the build sees the key), group choices, and one
+validation pass per config and process. The same refusals from the shell, through train.py:
+tests/test_bad_input.py; each encoding's own messages: tests/pe/test_options.py."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+import pytest
+
+from helpers import compose_train, fresh_python
+from lengen import preflight
+from lengen.build import build
+from lengen.checks import ConfigError
+from lengen.options import OptimOptions
+from lengen.preflight import Checked, check_components, check_group_overrides, validate
+
+
+class Refusal(NamedTuple):
+    arguments: str  #: overrides, space-separated, over debug=fast
+    message: str  #: the refusal's first words: the key, then what is wrong
+    by: str = "validate"  #: the preflight entry that refuses it: validate or check_components
+    built: bool = False  #: the build (meta device) refuses it alike
+
+
+#: every in-process refusal, each case once
+REFUSALS = [
+    # -- values: validate (each key against its typed config, lengen.options) --------------------
+    Refusal("data.len=0", "data.len must be a positive integer, got 0"),
+    Refusal("data.len=-3", "data.len must be a positive integer, got -3"),
+    Refusal("seed=-1", "seed must be an integer >= 0, got -1"),
+    Refusal("resume=maybe", "resume must be true, false or auto, got 'maybe'"),
+    Refusal("optim.lr=0", "optim.lr must be a number in (0.0, inf), got 0"),
+    Refusal("trainer.max_steps=0", "trainer.max_steps must be a positive integer, got 0"),
+    Refusal("eval.samples=0", "eval.samples must be a positive integer, got 0"),
+    Refusal("eval.decoding=beam", "eval.decoding must be one of teacher_forced, greedy"),
+    Refusal("eval.plot_dpi=0", "eval.plot_dpi must be a positive integer, got 0"),
+    Refusal("eval.lengths=[16,0]", "eval.lengths must hold positive integers", built=True),
+    Refusal("model.n_heads=3", "model.d_model must be divisible by model.n_heads", built=True),
+    Refusal("model.dropout=1.0", "model.dropout must be a number in [0.0, 1.0)", built=True),
+    Refusal("model.attention=xformers", "model.attention must be one of auto, flex", built=True),
+    Refusal(
+        "model=encoder_decoder model.n_decoder_layers=0",
+        "model.n_decoder_layers must be a positive integer",
+        built=True,
+    ),
+    Refusal(
+        "trainer.criterion_target=1.5",
+        "trainer.criterion_target must be a number in (0.0, 1.0], got 1.5",
+    ),
+    Refusal(
+        "trainer.criterion_target=0",
+        "trainer.criterion_target must be a number in (0.0, 1.0], got 0",
+    ),
+    Refusal(
+        "trainer.criterion_target=0.9 trainer.criterion_metric=loss",
+        "trainer.criterion_metric must be one of exact_match, accuracy",
+    ),
+    Refusal(
+        "trainer.criterion_target=0.9 trainer.criterion_checks=0",
+        "trainer.criterion_checks must be a positive integer",
+    ),
+    # -- components: check_components (the data source's and the encoding's own checks) -------
+    *(
+        Refusal(arguments, message, by="check_components", built=True)
+        for arguments, message in [
+            ("pe=cope model=encoder", "pe: CoPE is defined for causal attention only"),
+            ("pe=xpos model=encoder_decoder", "pe: XPos is defined for causal attention only"),
+            ("pe=rope model.d_model=12 model.n_heads=4", "pe=rope needs an even head dimension"),
+            ("pe=sinusoidal model.d_model=9 model.n_heads=3", "pe=sinusoidal needs an even"),
+            ("pe=rope pe.base=0.5", "pe.base must be > 1"),
+            ("pe=rope pe.layout=diagonal", "pe.layout must be one of interleaved, half"),
+            ("pe=alibi pe.bidirectional=mirror", "pe.bidirectional must be one of symmetric"),
+            ("pe=learned pe.policy=error", "pe.policy=error: evaluation needs 257 positions"),
+            ("pe.randomized=true", "pe.max_position must be an integer >= 257"),
+            ("data=grid_locate model=encoder pe=t5", "pe: T5RelativeBias has no form for"),
+            ("data=grid_locate", "model=decoder: task grid_locate has positions on 2 axes"),
+            ("data.task.n_symbols=1", "data.task.n_symbols must be an integer >= 2"),
+            ("data.min_len=0", "data.min_len must be a positive integer"),
+            ("data.min_len=20 data.len=10", "data.min_len must be <= data.len"),
+            ("data=shapes model=encoder data.len=17", "data.len must be a multiple of"),
+        ]
+    ),
+]
+ENTRIES = {"validate": validate, "check_components": check_components}
+IDS = [case.arguments for case in REFUSALS]
+
+
+def test_each_case_is_in_the_table_once():
+    assert len(set(IDS)) == len(IDS)
+
+
+@pytest.mark.parametrize("case", REFUSALS, ids=IDS)
+def test_refused_by_its_preflight_entry(case):
+    cfg = compose_train(*case.arguments.split())
+    if case.by == "check_components":  # validate, which precheck asks first, lets it through
+        validate(cfg)
+    with pytest.raises(ConfigError, match=f"^{re.escape(case.message)}"):
+        ENTRIES[case.by](cfg)
+
+
+BUILT = [case for case in REFUSALS if case.built]
+
+
+@pytest.mark.parametrize("case", BUILT, ids=[case.arguments for case in BUILT])
+def test_the_build_refuses_alike(case):
+    with pytest.raises(ConfigError, match=f"^{re.escape(case.message)}"):
+        build(compose_train(*case.arguments.split()), meta=True)
+
+
+def test_the_refusals_import_no_torch():
+    """Each case of the table, as precheck asks it (validate, then check_components), in one
+    fresh interpreter: torch is never loaded."""
+    code = (
+        "from helpers import compose_train\n"
+        "from lengen.lazy import is_loaded\n"
+        "from lengen.preflight import check_components, validate\n"
+        f"for arguments in {IDS!r}:\n"
+        "    cfg = compose_train(*arguments.split())\n"
+        "    try:\n"
+        "        validate(cfg)\n"
+        "        check_components(cfg)\n"
+        "    except ValueError:\n"
+        "        pass\n"
+        "    print(arguments, is_loaded('torch'))"
+    )
+    lines = fresh_python(code).splitlines()
+    assert len(lines) == len(REFUSALS)
+    assert [line for line in lines if line.endswith("True")] == []
+
+
+# -- check_components: what it covers ---------------------------------------------------------
+@pytest.mark.parametrize(
+    "overrides", [(), ("pe=learned", "model=encoder_decoder"), ("data=shapes", "model=encoder")]
+)
+def test_check_components_covers_lengens_own_components(overrides):
+    assert check_components(compose_train(*overrides)) is True
+
+
+def test_check_components_leaves_the_flex_kernel_to_the_build():
+    assert check_components(compose_train("model.attention=flex")) is False
+
+
+# -- group choices ----------------------------------------------------------------------------
+def test_unknown_group_choice_lists_allowed_values():
+    with pytest.raises(ConfigError) as error:
+        check_group_overrides(["pe=rope,ropey"])
+    first_line = str(error.value).splitlines()[0]
+    assert first_line.startswith("pe=ropey") and "alibi" in first_line and "rope" in first_line
+
+
+def test_known_group_choices_pass():
+    check_group_overrides(["pe=rope,alibi", "model=encoder", "data.len=8", "experiment=null"])
+
+
+# -- one validation pass per config and process -----------------------------------------------
+@pytest.fixture
+def optim_checks(monkeypatch) -> list:
+    """Every OptimOptions.from_keys call from here on (validate builds it once per pass), with
+    this process's validated configs forgotten."""
+    monkeypatch.setattr(preflight, "_CHECKED", {})
+    calls, original = [], OptimOptions.from_keys.__func__
+
+    def counted(cls, *args, **kwargs):
+        calls.append(args)
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(OptimOptions, "from_keys", classmethod(counted))
+    return calls
+
+
+def test_validate_returns_the_typed_configs():
+    checked = validate(compose_train("optim.lr=0.002", "seed=3"))
+    assert isinstance(checked, Checked)
+    assert checked.optim.lr == 0.002 and checked.run.seed == 3
+    assert checked.model.kind == "decoder" and checked.eval.samples > 0
+
+
+def test_the_same_config_is_checked_once_per_process(optim_checks):
+    first = validate(compose_train("optim.lr=0.002"))
+    again = validate(compose_train("optim.lr=0.002"))  # composed anew, as Hydra's main does
+    assert again is first and len(optim_checks) == 1
+
+
+def test_another_config_is_checked(optim_checks):
+    first = validate(compose_train("optim.lr=0.002"))
+    other = validate(compose_train("optim.lr=0.003"))
+    assert other is not first and other.optim.lr == 0.003 and len(optim_checks) == 2
+
+
+def test_a_refused_config_is_refused_every_time(optim_checks):
+    cfg = compose_train("optim.lr=0")
+    for _ in range(2):
+        with pytest.raises(ConfigError, match=r"^optim\.lr"):
+            validate(cfg)
+    assert len(optim_checks) == 2
+
+
+def test_a_train_py_process_validates_its_config_once(tmp_path):
+    """precheck composes and validates; Hydra's main composes the same config again and run()
+    gets precheck's typed configs back: the optimiser's config is built once in the process
+    (LitModel takes it as validate built it)."""
+    code = (
+        "import runpy, sys\n"
+        "from helpers import ROOT\n"
+        "from lengen.options import OptimOptions\n"
+        "calls, original = [], OptimOptions.from_keys.__func__\n"
+        "def counted(cls, *args, **kwargs):\n"
+        "    calls.append(args)\n"
+        "    return original(cls, *args, **kwargs)\n"
+        "OptimOptions.from_keys = classmethod(counted)\n"
+        "sys.argv = ['train.py', 'debug=fast', 'data.len=4', 'eval.factors=[1]', 'logger=none',\n"
+        f"            'hydra.run.dir={tmp_path / 'run'}']\n"
+        "runpy.run_path(str(ROOT / 'train.py'), run_name='__main__')\n"
+        "print(len(calls))"
+    )
+    assert fresh_python(code).splitlines()[-1] == "1"
+    assert (tmp_path / "run" / "results.json").is_file()
