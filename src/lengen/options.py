@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from lengen.checks import check_heads
-from lengen.schema import Options, flag, integer, one_of, option
+from lengen.schema import Options, flag, integer, interval, one_of, option, spelled_one_of
 
 #: ``model.attention``: ``auto`` picks among SDPA paths (``lengen.model.kernels``); ``flex``
 #: sends relative biases at full passes to FlexAttention
@@ -37,40 +37,6 @@ RESUME_MODES = (False, True, "auto")
 
 
 # -- rules of the run's keys ---------------------------------------------------------------
-def interval(
-    low: float, high: float | None = None, *, open_low=False, open_high=False, nullable=False
-):
-    """A number in [low, high] (brackets by ``open_*``; no high: up to inf), as a float."""
-    left, right = "(" if open_low else "[", ")" if open_high or high is None else "]"
-    upper = "inf" if high is None else high
-
-    def rule(key: str, value):
-        if value is None and nullable:
-            return None
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        ok = ok and (value > low if open_low else value >= low)
-        if ok and high is not None:
-            ok = value < high if open_high else value <= high
-        if not ok:
-            raise ValueError(
-                f"{key} must be a number in {left}{low}, {upper}{right}, got {value!r}"
-            )
-        return float(value)
-
-    return rule
-
-
-def spelled_one_of(*allowed: str):
-    """One of ``allowed`` as written (``trainer.precision=32`` is the yaml's int 32)."""
-
-    def rule(key: str, value):
-        if str(value) not in allowed:
-            raise ValueError(f"{key} must be one of {', '.join(allowed)}; got {value!r}")
-        return value
-
-    return rule
-
-
 def is_list(value) -> bool:
     """A yaml list (a list, a tuple or OmegaConf's ListConfig), not a string."""
     return isinstance(value, Sequence) and not isinstance(value, str)

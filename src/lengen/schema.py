@@ -117,6 +117,40 @@ def number(
     return rule
 
 
+def interval(
+    low: float, high: float | None = None, *, open_low=False, open_high=False, nullable=False
+) -> Rule:
+    """A number in [low, high] (brackets by ``open_*``; no high: up to inf), as a float."""
+    left, right = "(" if open_low else "[", ")" if open_high or high is None else "]"
+    upper = "inf" if high is None else high
+
+    def rule(key: str, value):
+        if value is None and nullable:
+            return None
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        ok = ok and (value > low if open_low else value >= low)
+        if ok and high is not None:
+            ok = value < high if open_high else value <= high
+        if not ok:
+            raise ValueError(
+                f"{key} must be a number in {left}{low}, {upper}{right}, got {value!r}"
+            )
+        return float(value)
+
+    return rule
+
+
+def spelled_one_of(*allowed: str) -> Rule:
+    """One of ``allowed`` as written (``trainer.precision=32`` is the yaml's int 32)."""
+
+    def rule(key: str, value):
+        if str(value) not in allowed:
+            raise ValueError(f"{key} must be one of {', '.join(allowed)}; got {value!r}")
+        return value
+
+    return rule
+
+
 #: keys of a component's yaml node that are lengen's, not options (besides Hydra's ``_target_``,
 #: ``_partial_``, …): ``name`` names the choice
 NODE_KEYS = ("name",)

@@ -30,7 +30,6 @@ from pathlib import Path
 from lengen.atomic import atomic_write
 
 TOKENIZER_KINDS = ("bpe", "char", "byte", "word")
-PROTOCOLS = ("nonoverlap", "sliding")
 #: bump when the way tokens or bytes are computed changes: old cache entries stop matching
 CACHE_VERSION = 1
 EOS = "<eos>"
@@ -351,23 +350,18 @@ def encode_stream(tokenizer, rows: list[str], *, with_bytes: bool, desc: str, pr
 
 # -- the text evaluation's keys (checked by TextData.validate_config, before heavy imports) ----
 def check_text_eval(cfg) -> None:
-    """Check the keys of text evaluation (``eval.protocol``, ``eval.stride``,
-    ``eval.max_tokens``) against the run's evaluation lengths; ValueError naming the key."""
+    """Check text evaluation's keys against the run's evaluation lengths (``eval.stride``,
+    ``eval.max_tokens``); each value on its own is ``lengen.options.EvalOptions``'s, checked
+    before this. ValueError naming the key."""
     from lengen.checks import positive_int
     from lengen.config import eval_lengths
 
     settings = cfg.eval
-    if settings.protocol not in PROTOCOLS:
-        raise ValueError(
-            f"eval.protocol must be one of {', '.join(PROTOCOLS)}; got {settings.protocol!r}"
-        )
     lengths = eval_lengths(cfg)
-    if settings.stride is not None:
-        positive_int("eval.stride", settings.stride)
-        if settings.stride > min(lengths):
-            raise ValueError(
-                f"eval.stride must be <= every eval length (else tokens go unscored); got "
-                f"{settings.stride} with eval lengths {lengths}"
-            )
+    if settings.stride is not None and settings.stride > min(lengths):
+        raise ValueError(
+            f"eval.stride must be <= every eval length (else tokens go unscored); got "
+            f"{settings.stride} with eval lengths {lengths}"
+        )
     if settings.max_tokens is not None:
         positive_int("eval.max_tokens", settings.max_tokens, max(lengths))
