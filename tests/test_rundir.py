@@ -247,3 +247,68 @@ def test_out_of_memory_at_one_instance_keeps_the_rows_measured(tmp_path, monkeyp
     results = json.loads((tmp_path / "results.json").read_text())
     assert [row["length"] for row in results["eval"]] == [16]
     assert any("length 32 does not fit" in w for w in results["warnings"])
+
+
+# -- a finished run answers only the request it ran (issue #34) ------------------------------------
+@pytest.fixture(scope="module")
+def finished_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("finished")
+    run(compose_train(*FAST), run_dir=path)
+    return path
+
+
+def _files(path: Path) -> dict:
+    return {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+
+def test_resume_on_a_finished_run_of_another_encoding_is_refused(finished_dir):
+    with pytest.raises(ConfigError, match=r"^resume=true: .* finished run of another config \(pe"):
+        RunDirectory(finished_dir).finished(compose_train(*FAST, "pe=alibi", "resume=true"))
+
+
+def test_resume_on_a_run_finished_with_other_decoding_is_refused(finished_dir):
+    cfg = compose_train(*FAST, "eval.decoding=greedy", "resume=auto")
+    with pytest.raises(ConfigError, match=r"other evaluation settings \(eval.decoding"):
+        RunDirectory(finished_dir).finished(cfg)
+
+
+def test_resume_asking_for_a_length_not_evaluated_is_refused(finished_dir):
+    cfg = compose_train(*FAST, "eval.factors=[1,2]", "resume=auto")
+    with pytest.raises(ConfigError, match=r"eval lengths \[\d+\] not evaluated"):
+        RunDirectory(finished_dir).finished(cfg)
+
+
+def test_resume_with_only_the_plot_resolution_changed_returns_the_results(finished_dir):
+    cfg = compose_train(*FAST, "eval.plot_dpi=100", "resume=auto")
+    assert RunDirectory(finished_dir).finished(cfg) is not None
+
+
+def test_a_refused_resume_leaves_the_finished_run_untouched(finished_dir):
+    before = _files(finished_dir)
+    result = run_train(*FAST, "pe=alibi", "resume=true", f"hydra.run.dir={finished_dir}")
+    assert result.returncode == 2 and "finished run of another config" in result.stderr
+    assert _files(finished_dir) == before
+
+
+def test_a_fresh_run_is_refused_a_directory_of_the_users_files(tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "config.yaml").write_text("mine\n")
+    with pytest.raises(ConfigError, match=r"holds files that no lengen run wrote \(config.yaml"):
+        run(compose_train(*FAST), run_dir=tmp_path)
+    assert _files(tmp_path) == {tmp_path / "config.yaml": b"mine\n"}
+
+
+def test_a_run_directory_that_is_a_file_is_refused(tmp_path):
+    target = tmp_path / "file"
+    target.write_text("x")
+    with pytest.raises(ConfigError, match=r"^hydra.run.dir=.* is a file; allowed: a directory"):
+        RunDirectory(target).check_start(compose_train(*FAST))
+
+
+def test_a_sweep_whose_jobs_would_share_a_directory_is_refused_before_writing(tmp_path):
+    result = run_train(
+        "-m", *FAST, "eval.decoding=teacher_forced,greedy", f"hydra.sweep.dir={tmp_path / 's'}"
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: eval.decoding: the sweep's jobs for its values")
+    assert not (tmp_path / "s").exists()

@@ -47,11 +47,38 @@ RESUME_MAY_CHANGE = (
     "eval",
 )
 
+#: Evaluation keys that change how an evaluation runs or is drawn, not what it measures: a
+#: finished run answers a request that differs from it only in these (the lengths are compared
+#: by value, ``lengen.rundir.finished_refusal``)
+EVALUATION_MAY_CHANGE = (
+    "eval.lengths",
+    "eval.factors",
+    "eval.max_tokens_per_batch",
+    "eval.plot_dpi",
+)
+
+
+def evaluation_differences(saved: dict, current: dict) -> list[str]:
+    """``eval.*`` keys whose values differ between a finished run's config and a request, except
+    ``EVALUATION_MAY_CHANGE`` and keys the finished run's config does not hold (written before
+    the key existed: what that run measured is its results), each as ``key (before -> after)``.
+    """
+    before, after = _flat_config(saved), _flat_config(current)
+    changed = []
+    for key in sorted(after):
+        if not key.startswith("eval.") or named_by(key, EVALUATION_MAY_CHANGE):
+            continue
+        if key in before and before[key] != after[key]:
+            changed.append(f"{key} ({before[key]} -> {after[key]})")
+    return changed
+
+
 # -- same measurement ----------------------------------------------------------------------------
 #: Keys (and whole subtrees) that may differ between runs averaged together: left out of
 #: aggregation's configuration hash (docs/analysis.md lists them with the same reasons)
 AVERAGED_MAY_DIFFER = (
     "seed",  # what we average over
+    "data.seed",  # the training stream's seed: replicates too (n counts runs over both seeds)
     "hydra",  # where the run wrote (train.py already drops it from config.yaml)
     "logger",  # csv / wandb / none: where training curves go
     "resume",  # a resumed run replays the same batches (every batch is a function of seed, step)
@@ -61,6 +88,7 @@ AVERAGED_MAY_DIFFER = (
     "eval.lengths",  # the length is a row key; runs evaluated at more lengths still group
     "eval.factors",
     "eval.max_tokens_per_batch",  # evaluation batch size: memory, not the instances
+    "eval.ratio_thresholds",  # which ρ_τ results.json reports: no row changes
 )
 
 
@@ -87,12 +115,14 @@ def run_id(cfg) -> str:
     # without hydra before resolving: hydra.sweep.subdir itself calls this
     trained = OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
     container = OmegaConf.to_container(trained, resolve=True)
-    for key in ("seed", *RESUME_MAY_CHANGE):
+    for key in ("seed", *RESUME_MAY_CHANGE, "data.seed"):
         parent, _, leaf = key.rpartition(".")
         node = container
         for part in parent.split(".") if parent else []:
             node = node.get(part, {}) if isinstance(node, dict) else {}
-        if isinstance(node, dict):
+        # data.seed counts where set (seed=1 data.seed=1,2 train apart); null, the default,
+        # is left out, so the ids of runs from before the key existed stay as they were
+        if isinstance(node, dict) and (key != "data.seed" or node.get(leaf) is None):
             node.pop(leaf, None)
     # the directory names of existing sweeps depend on this exact text: keep its form
     text = json.dumps(container, sort_keys=True, default=str)
@@ -107,6 +137,8 @@ def config_differences(saved: dict, current: dict) -> list[str]:
     for key in sorted(set(before) | set(after)):
         if named_by(key, RESUME_MAY_CHANGE):
             continue
+        if before.get(key) is None and after.get(key) is None:  # null = unset = not written by an
+            continue  # older lengen (data.seed): a run started before a key existed resumes
         if before.get(key, "<absent>") != after.get(key, "<absent>"):
             changed.append(f"{key} ({before.get(key, '<absent>')} -> {after.get(key, '<absent>')})")
     return changed

@@ -73,6 +73,9 @@ def precheck(arguments: Sequence[str]) -> int | None:
     for cfg in configs:
         validate(cfg)
     sweeping = bool({"-m", "--multirun"} & set(arguments))
+    own_subdir = any(a.partition("=")[0].lstrip("+~") == "hydra.sweep.subdir" for a in arguments)
+    if sweeping and not own_subdir:
+        check_shared_directories(configs)
     # the other ranks of a multi-process run re-run this command into rank 0's directory
     if configs and run_dir is not None and not sweeping and is_rank_zero():
         directory = RunDirectory(run_dir.strip("'\""))
@@ -86,6 +89,31 @@ def precheck(arguments: Sequence[str]) -> int | None:
         if not check_components(cfg) and get_class(cfg.data._target_).cheap_to_build:
             check_by_building(cfg)
     return None
+
+
+def check_shared_directories(configs: list[DictConfig]) -> None:
+    """Refuse a -m sweep two of whose jobs would share a run directory: its default name
+    (``hydra.sweep.subdir``) says what a run trains and its seed, so jobs that differ only in
+    evaluation, logging or devices would land in one directory, and the second would find the
+    first's results. ``configs`` are ``check_override_keys``' trials: the first values, then each
+    swept value once."""
+    from lengen.identity import flatten, run_id
+
+    first = configs[0]
+    place = (run_id(first), first.seed)
+    before = flatten(resolved_config(first))
+    for other in configs[1:]:
+        if (run_id(other), other.seed) != place:
+            continue
+        after = flatten(resolved_config(other))
+        keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        if keys:  # (no keys: the same value given twice)
+            raise ConfigError(
+                f"{keys[0]}: the sweep's jobs for its values would share one run directory (its "
+                f"name says what a run trains and its seed; {keys[0]} changes neither); allowed: "
+                f"one value of {keys[0]} per sweep (and hydra.sweep.dir), or python eval.py "
+                f"run=<run dir> {keys[0]}=… after the sweep"
+            )
 
 
 # -- keys: group choices and override keys -----------------------------------------------------

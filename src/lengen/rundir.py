@@ -1,7 +1,12 @@
 """The rules of a run directory, in one object.
 
 * A directory holding a finished ``results.json`` is never written into again: a fresh run is
-  refused; ``resume=true`` or ``auto`` says it is done and returns its results.
+  refused; ``resume=true`` or ``auto`` says it is done and returns its results when they answer
+  the request: the same training (``config_differences``) and the same evaluation
+  (``evaluation_differences``, the lengths asked for among those evaluated); otherwise it is
+  refused, naming the keys (``eval.py`` evaluates a finished run otherwise).
+* A fresh run starts only in a new or empty directory (Hydra's own files aside), or in one a
+  run started before (it holds ``.lock``): a user's own files are never written over.
 * ``checkpoints/last.ckpt`` without results is an interrupted run: only ``resume=true`` or
   ``auto`` (with the same config, ``RunDirectory.resume_point``) continues it; ``auto``
   starts a directory without a checkpoint afresh.
@@ -30,10 +35,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from lengen.atomic import atomic_write
 from lengen.checks import ConfigError, Preempted, TrainingDiverged
-from lengen.identity import RESUME_MAY_CHANGE, config_differences
+from lengen.identity import RESUME_MAY_CHANGE, config_differences, evaluation_differences
 
 FAILED = "failed.json"
 LOCK = ".lock"
+#: what Hydra writes into a run's directory before the run starts (its record of the command,
+#: the job's log); everything else there comes after the run took its lock (``LOCK``)
+HYDRA_FILES = (".hydra", "train.log")
 _HELD: set[int] = set()  # descriptors of the locks this process holds
 
 
@@ -107,6 +115,64 @@ def resume_refusal(cfg: DictConfig, run_dir: Path, rank_zero: bool = True) -> st
                 f"{', '.join(RESUME_MAY_CHANGE[1:])}"
             )
     return None
+
+
+def foreign_refusal(run_dir: Path) -> str | None:
+    """Why a fresh run may not start in ``run_dir``: a file, or a directory holding files that
+    no run wrote (no ``LOCK``, and more than ``HYDRA_FILES``), or None."""
+    if run_dir.exists() and not run_dir.is_dir():
+        return f"hydra.run.dir={run_dir} is a file; allowed: a directory path"
+    if not run_dir.is_dir():
+        return None
+    names = {entry.name for entry in run_dir.iterdir()}
+    entries = sorted(names - set(HYDRA_FILES))
+    if LOCK in names or not entries:
+        return None
+    shown = ", ".join(entries[:3]) + (", …" if len(entries) > 3 else "")
+    return (
+        f"hydra.run.dir={run_dir} holds files that no lengen run wrote ({shown}); allowed: a new "
+        f"or empty directory, or a lengen run directory"
+    )
+
+
+def finished_refusal(cfg: DictConfig, run_dir: Path) -> str | None:
+    """Why the finished run in ``run_dir`` does not answer ``cfg`` (``resume=true``/``auto``):
+    it trained something else, or evaluated otherwise; None when its results are the answer."""
+    from lengen.config import eval_lengths
+
+    mode = str(cfg.resume).lower()
+    saved_path = run_dir / "config.yaml"
+    try:
+        saved = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=True)
+        if not isinstance(saved, dict):
+            raise ValueError("not a mapping")
+    except Exception as error:  # noqa: BLE001 - a missing or damaged record
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return (
+            f"resume={mode}: {saved_path} cannot be read ({first}), so the finished run there "
+            f"cannot be compared with this config; allowed: a new hydra.run.dir"
+        )
+    current = resolved_config(cfg)
+    changed = config_differences(saved, current)
+    if changed:
+        return (
+            f"resume={mode}: hydra.run.dir={run_dir} holds a finished run of another config "
+            f"({', '.join(changed[:3])}); allowed: a new hydra.run.dir"
+        )
+    measured = evaluation_differences(saved, current)
+    try:
+        missing = sorted(set(eval_lengths(cfg)) - set(eval_lengths(OmegaConf.create(saved))))
+    except (ConfigError, KeyError, AttributeError):  # an old record without the keys: compare keys
+        missing = []
+    if missing:
+        measured.append(f"eval lengths {missing} not evaluated")
+    if not measured:
+        return None
+    return (
+        f"resume={mode}: hydra.run.dir={run_dir} finished with other evaluation settings "
+        f"({', '.join(measured[:3])}); allowed: python eval.py run={run_dir} with those eval.* "
+        f"settings (results.<tag>.json beside the run's), or the run's own eval settings"
+    )
 
 
 def stored_config_refusal(run_dir: Path, checkpoint: dict) -> str | None:
@@ -190,6 +256,9 @@ class RunDirectory:
         if not self.results.exists():
             return None
         if cfg.resume:
+            refusal = finished_refusal(cfg, self.path)
+            if refusal is not None:
+                raise ConfigError(refusal)
             mode = str(cfg.resume).lower()
             print(f"resume={mode}: {self.path} already finished (results.json); nothing to do")
             return json.loads(self.results.read_text())
@@ -201,6 +270,8 @@ class RunDirectory:
     def check_start(self, cfg: DictConfig) -> None:
         """Whether ``cfg`` may start or continue here, read without writing or importing
         torch (the entry point asks before Hydra creates anything); ConfigError if not."""
+        if self.path.exists() and not self.path.is_dir():
+            raise ConfigError(foreign_refusal(self.path))
         if self.path.exists() and not os.access(self.path, os.W_OK):
             raise ConfigError(
                 f"hydra.run.dir={self.path}: the directory is not writable; allowed: a "
@@ -209,12 +280,16 @@ class RunDirectory:
         if self.in_use():
             raise ConfigError(in_use_message(self.path))
         refusal = resume_refusal(cfg, self.path, self.rank_zero)
+        if refusal is None and self.rank_zero and not self.checkpoint.exists():  # a fresh run
+            refusal = foreign_refusal(self.path)
         if refusal is not None:
             raise ConfigError(refusal)
 
     def start(self, cfg: DictConfig) -> tuple[Path, int, dict | None] | None:
         """Create and lock the directory; -> what ``resume_point`` returns (None: fresh)."""
         resumed = self.resume_point(cfg)
+        if resumed is None and self.rank_zero and (refusal := foreign_refusal(self.path)):
+            raise ConfigError(refusal)  # the entry point asked already; run() from Python not
         self.path.mkdir(parents=True, exist_ok=True)
         if self.rank_zero:
             self.lock()
