@@ -312,3 +312,17 @@ def test_a_sweep_whose_jobs_would_share_a_directory_is_refused_before_writing(tm
     assert result.returncode == 2
     assert result.stderr.startswith("error: eval.decoding: the sweep's jobs for its values")
     assert not (tmp_path / "s").exists()
+
+
+def test_two_evaluations_asking_for_one_tag_get_two_names(tmp_path):
+    from lengen.reeval import reserve_tag
+
+    assert [reserve_tag(tmp_path, "long") for _ in range(2)] == ["long", "long-1"]
+
+
+def test_a_finished_evaluation_frees_its_reservation(finished_dir):
+    from lengen.reeval import evaluate_run
+
+    results = evaluate_run([f"run={finished_dir}", "tag=again"])
+    assert results["tag"] == "again" and (finished_dir / "results.again.json").is_file()
+    assert not list(finished_dir.glob(".results.*.reserved"))

@@ -48,20 +48,39 @@ def parse_arguments(arguments: Sequence[str]) -> tuple[Path, str | None, list[st
     return run_dir, tag, overrides
 
 
-def free_tag(run_dir: Path, tag: str | None) -> str:
-    """The tag of results.<tag>.json and extrapolation.<tag>.png, never an existing name."""
+def check_tag(tag: str | None) -> str:
+    """The tag asked for (or a timestamp), refused unless it is a plain name."""
     base = tag or "eval-" + dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     if not base.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise ConfigError(f"tag={base!r}: allowed: letters, digits, '-', '_' and '.'")
+    return base
+
+
+def reservation(run_dir: Path, tag: str) -> Path:
+    return run_dir / f".results.{tag}.reserved"
+
+
+def reserve_tag(run_dir: Path, base: str) -> str:
+    """The first of ``base``, ``base-1``, … that names no results file and no other evaluation
+    in progress, reserved for this process (``reservation``, created exclusively: two eval.py
+    asking for one tag at once get two names, and neither writes over the other). The caller
+    removes the reservation when its results are written; one left by a killed process only
+    keeps its name taken."""
     candidate, counter = base, 1
-    while (run_dir / f"results.{candidate}.json").exists():
+    while True:
+        if not (run_dir / f"results.{candidate}.json").exists():
+            try:
+                os.close(os.open(reservation(run_dir, candidate), os.O_CREAT | os.O_EXCL))
+                return candidate
+            except FileExistsError:
+                pass
         candidate, counter = f"{base}-{counter}", counter + 1
-    return candidate
 
 
 def evaluate_run(arguments: Sequence[str]) -> dict:
     # the command line and the run directory are checked before torch or Lightning is imported
     run_dir, tag, overrides = parse_arguments(arguments)
+    tag = check_tag(tag)
     cfg = load_config(run_dir, overrides)
     if not (run_dir / "results.json").is_file():  # its last.ckpt is a mid-training state
         raise ConfigError(
@@ -80,21 +99,24 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
     run = rebuild_run(run_dir, cfg, weights_key=f"overrides {overrides}")
     import torch
 
-    tag = free_tag(run_dir, tag)
+    tag = reserve_tag(run_dir, tag)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return evaluate_and_write(
-        cfg,
-        run.model,
-        run.data,
-        run.lengths,
-        device=device,
-        directory=RunDirectory(run_dir),
-        tag=tag,
-        train_tokens=run.train_tokens,
-        extra={
-            "overrides": list(overrides),
-            "tag": tag,
-            "source": "checkpoints/last.ckpt",
-            "train_steps": run.train_steps,
-        },
-    )
+    try:
+        return evaluate_and_write(
+            cfg,
+            run.model,
+            run.data,
+            run.lengths,
+            device=device,
+            directory=RunDirectory(run_dir),
+            tag=tag,
+            train_tokens=run.train_tokens,
+            extra={
+                "overrides": list(overrides),
+                "tag": tag,
+                "source": "checkpoints/last.ckpt",
+                "train_steps": run.train_steps,
+            },
+        )
+    finally:
+        reservation(run_dir, tag).unlink(missing_ok=True)
