@@ -7,10 +7,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from pathlib import Path
 
 import pytorch_lightning as pl
+import torch
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from lengen.atomic import replace_durably
 from lengen.checks import (
@@ -62,21 +65,42 @@ def load_weights(model, checkpoint: dict, key: str) -> None:
 
 # -- resuming ---------------------------------------------------------------------------------
 # -- writing ---------------------------------------------------------------------------------
+class LocalCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, writing straight to the path it is given.
+
+    Lightning's own stages the whole file in the system's temporary folder (fsspec's local
+    transaction) and moves it over: a small ``$TMPDIR`` then fails every checkpoint while the
+    run's disk has room, and a kill mid-write leaves the staged file there. Here the bytes go
+    to the temporary name beside the run that ``save_checkpoint`` renames into place."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as handle:
+            torch.save(checkpoint, handle)
+
+
 def save_checkpoint(trainer: pl.Trainer, path: Path) -> None:
-    """Lightning checkpoint under a temporary name, synced to disk, then renamed into place
-    (rank 0 writes). A failed write (a full disk, say) keeps the previous checkpoint and stops
-    the run with one line naming both paths."""
+    """Lightning checkpoint under a temporary name beside ``path`` (``LocalCheckpointIO``),
+    synced to disk, then renamed into place (rank 0 writes). A failed write (a full disk, a
+    read-only folder) keeps the previous checkpoint and stops the run with one line naming the
+    path, and what can still be done."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         trainer.save_checkpoint(tmp, weights_only=False)  # every rank calls it; rank 0 writes
         if trainer.is_global_zero:
             replace_durably(tmp, path)
     except OSError as error:
-        tmp.unlink(missing_ok=True)
-        kept = f"the previous checkpoint {path} is kept" if path.exists() else "none was kept"
+        with contextlib.suppress(OSError):  # a read-only folder refuses the cleanup too
+            tmp.unlink(missing_ok=True)
+        if path.exists():
+            kept = f"the previous checkpoint {path} is kept; allowed: free the disk (or make "
+            advice = "it writable), then resume=true with the same hydra.run.dir"
+        else:
+            kept = "no checkpoint was kept, so the run cannot be resumed; allowed: free the "
+            advice = "disk (or make it writable) and start the run again in a new hydra.run.dir"
         raise CheckpointWriteError(
-            f"checkpoint: writing {path} failed ({error.strerror or error}); {kept}; allowed: "
-            f"free the disk, then resume=true with the same hydra.run.dir"
+            f"checkpoint: writing {path} failed ({error.strerror or error}); {kept}{advice}"
         ) from None
     trainer.strategy.barrier("lengen.save_checkpoint")
 

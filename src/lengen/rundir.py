@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import traceback
 from pathlib import Path
 
@@ -394,4 +395,11 @@ class RunDirectory:
         }
         if not isinstance(error, ConfigError | TrainingDiverged | Preempted):
             report["traceback"] = traceback.format_exception(error)
-        atomic_write(self.path / FAILED, json.dumps(report, indent=2) + "\n")
+        try:
+            atomic_write(self.path / FAILED, json.dumps(report, indent=2) + "\n")
+        except OSError as write_error:  # a full or read-only disk: the error itself still counts
+            print(
+                f"note: {self.path / FAILED} could not be written "
+                f"({write_error.strerror or write_error}); the error follows",
+                file=sys.stderr,
+            )

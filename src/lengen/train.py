@@ -87,7 +87,7 @@ def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed, *, op
     quiet_known_noise()
     import pytorch_lightning as pl
 
-    from lengen.checkpoints import StepCheckpoint
+    from lengen.checkpoints import LocalCheckpointIO, StepCheckpoint
 
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     config = resolved_config(cfg)
@@ -120,6 +120,7 @@ def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed, *, op
         use_distributed_sampler=False,  # the data module shards batches itself
         **validation_every,
     )
+    trainer.strategy.checkpoint_io = LocalCheckpointIO()  # no staging in $TMPDIR
     # lengen's handlers, installed at process start, stay: Lightning's would bypass SIGTERM in
     # the moments before StepCheckpoint starts (a preemption reported as success)
     trainer._signal_connector.register_signal_handlers = lambda: None
