@@ -44,6 +44,12 @@ PEER_PES = set(FIRST_SLICE)  # the plain loop and x-transformers implement these
 # -- lengen -----------------------------------------------------------------------------------
 def lengen_pe(name: str, max_positions: int, train_positions: int | None = None):
     from lengen import pe
+    from lengen.pe.dape import DAPE
+    from lengen.pe.fox import ForgettingAttention
+    from lengen.pe.path import PaTH, PaTHFoX
+    from lengen.pe.pope import PoPE
+    from lengen.pe.schedule import IRoPE, RNoPESWA, Schedule
+    from lengen.pe.stick_breaking import StickBreaking
 
     classes = {
         "nope": pe.NoPE,
@@ -57,6 +63,22 @@ def lengen_pe(name: str, max_positions: int, train_positions: int | None = None)
         "fire": pe.FIRE,
         "xpos": pe.XPos,
         "cope": pe.CoPE,
+        "pope": PoPE,  # q and k 2 x head_dim wide
+        "dape": DAPE,  # ALiBi + MLP over [scores; bias], explicit softmax per query block
+        # attention computed by the encoding (kernel path ``encoding``); causal models only
+        # except FoX
+        "fox": ForgettingAttention,  # SDPA with the forget-gate bias per query block
+        "stick_breaking": StickBreaking,  # explicit weights per query block, no softmax
+        "path": PaTH,  # blockwise Householder products, explicit softmax per query block
+        "path_fox": PaTHFoX,
+        # an encoding per layer (lengen.pe.schedule; SIZES' 4 layers use one period each)
+        "rnope": Schedule,  # [rope, rope, rope, nope]
+        "rnope_swa": RNoPESWA,  # RoPE layers in a window of 8 keys: SDPA over key slices
+        "irope": IRoPE,  # RoPE layers in chunks of 8, NoPE with Llama 4's temperature
+        # local attention and temperatures on one encoding
+        "rope_window": partial(pe.RoPE, window=SIZES["seq"]),  # the training length
+        "alibi_window": partial(pe.ALiBi, window=SIZES["seq"]),  # in the per-offset table
+        "rope_ssmax": partial(pe.RoPE, ssmax=True),  # per (layer, head) s, per-query n
     }
     if name not in classes:
         raise SystemExit(f"--pes: unknown encoding {name!r}; allowed: {', '.join(classes)}")

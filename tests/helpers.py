@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -29,10 +30,17 @@ def yaml_choices(group: str) -> list[str]:
 
 def pe_supports(pe: str, model: str) -> bool:
     """Causal-only encodings (xPos, …) cannot serve a model with a bidirectional stack."""
-    from hydra.utils import get_class
+    return model == "decoder" or not _causal_only(pe)
 
-    causal_only = get_class(compose_train(f"pe={pe}").pe._target_).causal_only
-    return model == "decoder" or not causal_only
+
+@functools.cache
+def _causal_only(pe: str) -> bool:
+    # the yaml read directly, as pe_factory does: test modules call this at collection, once per
+    # encoding × model kind, and composing the train config would cost ~0.15 s a call
+    from hydra.utils import get_class
+    from omegaconf import OmegaConf
+
+    return get_class(OmegaConf.load(CONFIG_DIR / "pe" / f"{pe}.yaml")._target_).causal_only
 
 
 def run_train(

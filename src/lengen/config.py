@@ -32,7 +32,7 @@ _NONCE = __import__("secrets").token_hex(2)
 OmegaConf.register_new_resolver("lengen_run_id", lambda *, _root_: run_id(_root_), replace=True)
 OmegaConf.register_new_resolver("lengen_nonce", lambda: _NONCE, replace=True)
 
-__all__ = ["ConfigError", "eval_lengths", "pe_options_changed", "run_label"]
+__all__ = ["ConfigError", "eval_lengths", "pe_options_changed", "run_label", "schedule_label"]
 
 
 def eval_lengths(cfg: DictConfig) -> list[int]:
@@ -88,7 +88,30 @@ def run_label(cfg: DictConfig, protocol: str, tag: str | None = None) -> str:
     """One line naming a run and everything that sets it apart: task · model · pe (changed
     options) · protocol · seed (· tag), e.g. ``copy · decoder · pe=rope (layout=half) ·
     greedy · seed 0``."""
-    options = ", ".join(f"{k}={v}" for k, v in pe_options_changed(cfg).items())
-    pe = f"pe={cfg.pe.name}" + (f" ({options})" if options else "")
+    changed = pe_options_changed(cfg)
+    layers = cfg.pe.get("layers")  # a schedule (lengen.pe.schedule): named layer by layer
+    changed.pop("layers", None)
+    options = ", ".join(f"{k}={v}" for k, v in changed.items())
+    pe = f"pe={cfg.pe.name}" + (f" [{schedule_label(layers)}]" if layers else "")
+    pe += f" ({options})" if options else ""
     parts = [str(cfg.data.name), str(cfg.model.name), pe, protocol, f"seed {cfg.seed}"]
     return " · ".join(parts + ([f"tag {tag}"] if tag else []))
+
+
+def schedule_label(layers) -> str:
+    """A schedule's ``pe.layers`` in a few words, runs of equal entries counted:
+    ``3×rope(window=8), nope``."""
+    names = []
+    for entry in OmegaConf.to_container(layers) if not isinstance(layers, list) else layers:
+        if isinstance(entry, str):
+            names.append(entry)
+            continue
+        own = ", ".join(f"{k}={v}" for k, v in entry.items() if k != "pe")
+        names.append(f"{entry['pe']}({own})" if own else str(entry["pe"]))
+    runs: list[list] = []
+    for name in names:
+        if runs and runs[-1][0] == name:
+            runs[-1][1] += 1
+        else:
+            runs.append([name, 1])
+    return ", ".join(name if count == 1 else f"{count}×{name}" for name, count in runs)

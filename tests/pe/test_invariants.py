@@ -65,8 +65,9 @@ def test_pe_config_builds_and_runs_hooks(path, causal):
     q = torch.randn(2, 4, 7, 8, generator=generator)
     k = torch.randn(2, 4, 12, 8, generator=generator)
     rotated_q, rotated_k = pe.rotate(q, k, torch.arange(5, 12), torch.arange(12))
-    assert rotated_q.shape == q.shape
-    assert rotated_k.shape == k.shape
+    # q and k keep their leading shapes; their width may grow, alike (PoPE's is 2 · hd)
+    assert rotated_q.shape[:-1] == q.shape[:-1] and rotated_k.shape[:-1] == k.shape[:-1]
+    assert rotated_q.shape[-1] == rotated_k.shape[-1] >= q.shape[-1]
     if pe.has_bias:
         bias = pe.attention_bias(torch.arange(5, 12), torch.arange(12))
         assert bias.shape == (4, 7, 12)

@@ -69,6 +69,7 @@ class MultiHeadAttention(nn.Module):
             y = attend(q, k, v, causal=False, dropout_p=dropout_p)
         else:
             q, k = pe.rotate(q, k, positions, positions)
+            state = pe.token_state(x)  # FoX's gates, PaTH's transforms (None for the others)
             y = attend(
                 q,
                 k,
@@ -79,6 +80,8 @@ class MultiHeadAttention(nn.Module):
                 k_positions=positions,
                 dropout_p=dropout_p,
                 kernel=self.kernel,
+                q_state=state,
+                k_state=state,
             )
         return self.out(y.transpose(1, 2).reshape(batch, length, d_model))  # (B, T, D)
 
@@ -105,7 +108,8 @@ class MultiHeadAttention(nn.Module):
             k, v = k.transpose(1, 2), v.transpose(1, 2)  # (B, H, T, hd)
             if cache.store_rotated:  # each key rotated once, as it arrives
                 q, k = pe.rotate(q, k, positions, positions)
-            k, v = cache.append(k, v)  # (B, H, t, hd): every key so far
+            state = pe.token_state(x)  # the new tokens' (None for most encodings)
+            k, v = cache.append(k, v, state)  # (B, H, t, hd): every key so far
             seen = k.shape[2]
             if not cache.store_rotated:
                 # rotate every stored key with all N positions in view, as the full pass does
@@ -120,5 +124,7 @@ class MultiHeadAttention(nn.Module):
                 pe=pe,
                 q_positions=positions,
                 k_positions=cache.positions[:seen],
+                q_state=state,
+                k_state=cache.key_state(),  # every key's, as the full pass has them
             )
         return self.out(y.transpose(1, 2).reshape(batch, length, d_model))  # (B, T, D)

@@ -59,6 +59,11 @@ def rotation_is_local(pe: PositionalEncoding, positions: Tensor) -> bool:
 class KVCache:
     """Keys and values of one self-attention layer, in buffers sized for the whole sequence.
 
+    Beside them, the keys' per-token state (``pe.token_state``: FoX's log forget gates, PaTH's
+    Householder vectors and strengths) when the encoding has one: tensors with the token axis
+    at dim 2, (B, H, T) or (B, H, T, hd), in buffers of N tokens filled from the left alike.
+    The encoding's ``attention`` then gets every key's state, as in the full pass.
+
     Args:
         positions: (N,) positions of the whole sequence; keys fill them from the left.
         store_rotated: keys are stored rotated (a local rotation) rather than as projected.
@@ -70,22 +75,50 @@ class KVCache:
         self.keys: Tensor | None = None  # (B, H, N, hd)
         self.values: Tensor | None = None  # (B, H, N, hd)
         self.length = 0  # keys stored so far
+        #: the keys' states, one buffer per tensor of ``token_state`` (None: the encoding has none)
+        self.states: tuple[Tensor, ...] | None = None
+        self.state_is_tensor = True  # token_state gave one tensor, not a tuple
 
-    def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
-        """Store keys, values (B, H, T, hd) -> all stored so far, (B, H, length, hd) each."""
+    def append(
+        self, keys: Tensor, values: Tensor, state: Tensor | tuple[Tensor, ...] | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Store keys, values (B, H, T, hd) and the tokens' state -> all keys and values
+        stored so far, (B, H, length, hd) each (``key_state()``: all states)."""
         start, stop = self.length, self.length + keys.shape[2]
         if stop > len(self.positions):
             raise ValueError(
                 f"cached decoding: {stop} tokens fed to a cache sized for {len(self.positions)}"
             )
         if self.keys is None:
-            shape = (*keys.shape[:2], len(self.positions), keys.shape[3])  # (B, H, N, hd)
-            self.keys = keys.new_zeros(shape)
-            self.values = values.new_zeros(shape)
+            shape = (*keys.shape[:2], len(self.positions))  # (B, H, N)
+            # keys may be wider than values (PoPE's rotated keys: 2·hd), so each has its own
+            self.keys = keys.new_zeros(*shape, keys.shape[3])  # (B, H, N, hd_k)
+            self.values = values.new_zeros(*shape, values.shape[3])  # (B, H, N, hd)
         self.keys[:, :, start:stop] = keys
         self.values[:, :, start:stop] = values
+        if state is not None:
+            self._append_state(state, start, stop)
         self.length = stop
         return self.keys[:, :, :stop], self.values[:, :, :stop]
+
+    def _append_state(self, state: Tensor | tuple[Tensor, ...], start: int, stop: int) -> None:
+        parts = (state,) if isinstance(state, Tensor) else tuple(state)
+        if self.states is None:
+            self.state_is_tensor = isinstance(state, Tensor)
+            total = len(self.positions)
+            self.states = tuple(
+                part.new_zeros(*part.shape[:2], total, *part.shape[3:]) for part in parts
+            )  # (B, H, N, …) each
+        for buffer, part in zip(self.states, parts, strict=True):
+            buffer[:, :, start:stop] = part
+
+    def key_state(self) -> Tensor | tuple[Tensor, ...] | None:
+        """The state of every key stored so far, shaped as ``token_state`` gives it (None when
+        the encoding has none)."""
+        if self.states is None:
+            return None
+        parts = tuple(buffer[:, :, : self.length] for buffer in self.states)
+        return parts[0] if self.state_is_tensor else parts
 
 
 class MemoryCache:
@@ -124,8 +157,11 @@ class DecodingCache:
     ) -> None:
         self.positions = pe.positions(total_length, device)  # (N,), decided once for all steps
         self.pe = pe
-        local = rotation_is_local(pe, self.positions)
-        self.layers = [LayerCache(self.positions, local) for _ in range(n_layers)]
+        # per layer: a schedule (lengen.pe.schedule) may rotate differently in each
+        self.layers = [
+            LayerCache(self.positions, rotation_is_local(pe.for_layer(index), self.positions))
+            for index in range(n_layers)
+        ]
         self.memory = memory
         self.length = 0  # tokens fed so far
 

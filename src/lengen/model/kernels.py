@@ -25,6 +25,15 @@ applies the encoding's rotation is ``lengen.model.attention``. ``attend`` is the
 Causal masking is by index (query i sees keys ≤ i + Tk − Tq), never by position value, so
 cached decoding and non-contiguous positions keep the same mask.
 
+Local attention (``pe.window``: a sliding window of w keys; ``pe.chunk``: chunks of c tokens;
+``lengen.pe.local``) is masked by index too, in every path: without a bias, SDPA with one
+cached boolean mask at training lengths and, beyond one block, query blocks given only the keys
+they can see (``local_attention``); the relative path puts the window (a function of i − j) in
+its table as −inf and skips the keys outside it; the blocked path (and CoPE's) masks and slices
+per block; FlexAttention gets a block mask that skips the blocks outside the window. Chunks
+depend on the index, not on i − j alone, so a bias encoding with chunks takes the blocked path.
+Every path keeps memory linear in length.
+
 Positions on grids, (T, A), always take the block path when the encoding has a bias: a bias of
 the distance between cells is not one per index offset (ALiBi sets ``bias_is_relative`` False
 on grids), and ``_contiguous`` answers no for positions with an axis dimension, so neither the
@@ -41,6 +50,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lengen.options import KERNELS
+from lengen.pe import local
 from lengen.pe.base import PositionalEncoding
 from lengen.schema import one_of
 
@@ -71,8 +81,13 @@ def attend(
     dropout_p: float = 0.0,
     max_bias_elements: int = MAX_BIAS_ELEMENTS,
     kernel: str = "auto",
+    q_state: Tensor | tuple[Tensor, ...] | None = None,
+    k_state: Tensor | tuple[Tensor, ...] | None = None,
 ) -> Tensor:
     """q (B, H, Tq, hd), k and v (B, H, Tk, hd) -> (B, H, Tq, hd).
+
+    ``q_state`` / ``k_state``: the encoding's ``token_state`` of the queries' and the keys'
+    tokens, for encodings that compute attention themselves (``pe.has_attention``).
 
     The q·k logits are scaled by ``pe.query_scale(Tq, Tk, causal) / sqrt(hd)`` (1/sqrt(hd)
     without a PE): one float, or one factor per query, applied to q's rows.
@@ -81,8 +96,8 @@ def attend(
     bias built per block otherwise (FIRE, randomized positions, CoPE).
     """
     scale = pe.query_scale(q.shape[2], k.shape[2], causal, q.device) if pe is not None else 1.0
-    if isinstance(scale, Tensor):  # (Tq,): per-query log-length factors (causal; PE docs)
-        q = (q.float() * scale[:, None]).to(q.dtype)  # scaling q row i scales its logits
+    if isinstance(scale, Tensor):  # (Tq,) per query, or (H, Tq) per head (SSMax); PE docs
+        q = (q.float() * scale[..., None]).to(q.dtype)  # scaling q row i scales its logits
         scale = 1.0
     scale = scale / math.sqrt(q.shape[-1])
     path = choose_kernel(
@@ -94,6 +109,21 @@ def attend(
         positions=(q_positions, k_positions),
         square=q.shape[2] == k.shape[2],
     )
+    if path == "encoding":  # FoX, stick-breaking, PaTH: the encoding attends itself
+        return pe.attention(
+            q, k, v, q_state, k_state, causal=causal, scale=scale, dropout_p=dropout_p
+        )
+    if path == "sdpa" and pe is not None and pe.local:  # a window or chunks, no bias
+        return local_attention(
+            q,
+            k,
+            v,
+            causal=causal,
+            pe=pe,
+            scale=scale,
+            dropout_p=dropout_p,
+            query_block=_block_rows(q, k, max_bias_elements, pe, causal),
+        )
     if path == "sdpa":
         if causal and q.shape[2] != k.shape[2]:
             return _sdpa_causal_offset(q, k, v, dropout_p, scale)
@@ -113,7 +143,7 @@ def attend(
             position_offset=q_positions[:1] - k_positions[:1],
             scale=scale,
             dropout_p=dropout_p,
-            query_block=min(RELATIVE_QUERY_BLOCK, _block_rows(q, k, max_bias_elements)),
+            query_block=min(RELATIVE_QUERY_BLOCK, _block_rows(q, k, max_bias_elements, pe, causal)),
             dense_mask_elements=DENSE_MASK_ELEMENTS,
         )
     return blocked_bias_attention(
@@ -126,7 +156,7 @@ def attend(
         k_positions=k_positions,
         scale=scale,
         dropout_p=dropout_p,
-        query_block=_block_rows(q, k, max_bias_elements),
+        query_block=_block_rows(q, k, max_bias_elements, pe, causal),
     )
 
 
@@ -140,7 +170,9 @@ def choose_kernel(
     positions: tuple[Tensor | None, Tensor | None] | None = None,
     square: bool = True,
 ) -> str:
-    """The one attention-kernel policy -> ``sdpa``, ``relative``, ``flex`` or ``blocked``.
+    """The one attention-kernel policy -> ``encoding``, ``sdpa``, ``relative``, ``flex`` or
+    ``blocked``; ``encoding`` for encodings that compute attention themselves (``has_attention``,
+    whatever ``model.attention`` says: no other kernel knows their logits).
 
     Called by ``attend`` for every call, by the model constructor (``device_type=None``: only
     what the config alone can refuse) and by the run once the training device is known. Raises
@@ -158,6 +190,8 @@ def choose_kernel(
         square: as many queries as keys (full passes; cached decoding is not).
     """
     one_of(*KERNELS)("model.attention", option)
+    if pe is not None and pe.has_attention:
+        return "encoding"
     if pe is None or not (pe.has_bias or pe.has_contextual):
         return "sdpa"
     relative = pe.has_bias and not pe.has_contextual and pe.bias_is_relative
@@ -188,12 +222,26 @@ def _flex(
 
     length = q.shape[2]
     table = _relative_table(pe, length, length, position_offset, False, torch.float32, q.device)
-    return flex_relative_attention(q, k, v, table, causal=causal, scale=scale)
+    return flex_relative_attention(
+        q, k, v, table, causal=causal, scale=scale, window=pe.window, chunk=pe.chunk
+    )
 
 
-def _block_rows(q: Tensor, k: Tensor, max_elements: int) -> int:
-    """Queries per block so that a (B, H, block, Tk) score block stays within max_elements."""
-    return max(1, min(q.shape[2], max_elements // (q.shape[0] * q.shape[1] * k.shape[2])))
+def _block_rows(
+    q: Tensor, k: Tensor, max_elements: int, pe: PositionalEncoding | None = None, causal=True
+) -> int:
+    """Queries per block so that a (B, H, block, Tk) score block stays within max_elements.
+
+    Under a window or chunks (``pe.local``) a block of c queries sees at most c + e keys (e =
+    w − 1, or c_chunk − 1, on each side the mask reaches), so blocks may be larger: the largest
+    c with B·H·c·(c + e) ≤ max_elements."""
+    per_row = q.shape[0] * q.shape[1]  # B · H
+    rows = max_elements // (per_row * k.shape[2])
+    if pe is not None and pe.local:
+        reach = ((pe.window or pe.chunk) - 1) * (1 if causal else 2)  # e
+        budget = max_elements // per_row
+        rows = max(rows, (math.isqrt(reach * reach + 4 * budget) - reach) // 2)
+    return max(1, min(q.shape[2], rows))
 
 
 def _contiguous(positions: Tensor | None) -> bool:
@@ -243,17 +291,18 @@ def relative_bias_attention(
     outputs = []
     for start in range(0, q_len, query_block):
         stop = min(start + query_block, q_len)
-        # under a causal mask the keys past this block's last query are never seen
-        visible = stop + k_len - q_len if causal else k_len
-        first = k_len - visible  # the visible keys are the last `visible` reversed ones
+        # the keys [lo, hi) this block's queries can see at all (past its last query under a
+        # causal mask none; before a window none): in reversed order Tk − hi … Tk − lo − 1
+        lo, hi = _key_span(start, stop, q_len, k_len, causal, pe)
+        first = k_len - hi
         mask = table.as_strided(
-            (1, n_heads, stop - start, visible), (0, width, 1, 1), start + first
+            (1, n_heads, stop - start, hi - lo), (0, width, 1, 1), start + first
         )  # (1, H, c, Tk'): mask[0, h, r, c'] = table[h, start + first + r + c']
         outputs.append(
             F.scaled_dot_product_attention(
                 q[:, :, start:stop],
-                k_reversed[:, :, first:],
-                v_reversed[:, :, first:],
+                k_reversed[:, :, first : k_len - lo],
+                v_reversed[:, :, first : k_len - lo],
                 attn_mask=mask,
                 dropout_p=dropout_p,
                 scale=scale,
@@ -272,11 +321,15 @@ def _relative_table(
     device: torch.device,
 ) -> Tensor:
     """(H, Tq + Tk − 1): column n holds the bias at index difference i − j = n − (Tk − 1),
-    i.e. at δ = position_offset + n − (Tk − 1); −inf where the causal mask hides the key."""
+    i.e. at δ = position_offset + n − (Tk − 1); −inf where the causal mask or a sliding window
+    (``pe.window``, a function of i − j too) hides the key."""
     index_delta = torch.arange(-(k_len - 1), q_len, device=device)  # (Tq + Tk − 1,)
     table = pe.relative_bias_table(index_delta + position_offset.to(device))  # (H, L) fp32
     if causal:  # query i sees keys j ≤ i + Tk − Tq, i.e. i − j ≥ Tq − Tk
         table = table.masked_fill(index_delta < q_len - k_len, float("-inf"))
+    if pe.window is not None:  # key-index distance d = i + Tk − Tq − j: d < w (and > −w)
+        distance = index_delta + (k_len - q_len)
+        table = table.masked_fill((distance >= pe.window) | (distance <= -pe.window), float("-inf"))
     return table.to(dtype).contiguous()
 
 
@@ -327,23 +380,21 @@ def blocked_bias_attention(
     ``query_block`` queries at a time, so memory grows linearly with length. Same shapes as
     ``attend``."""
     q_len, k_len = q.shape[2], k.shape[2]
-    offset = k_len - q_len  # query i sits at key index i + offset
-    key_index = torch.arange(k_len, device=q.device)
     outputs = []
     for start in range(0, q_len, query_block):
         stop = min(start + query_block, q_len)
-        # under a causal mask the keys past this block's last query are never seen
-        visible = stop + offset if causal else k_len
+        # only the keys [lo, hi) the block's queries can see (causal: none past its last query;
+        # a window or chunks: none before them), so memory stays linear in length
+        lo, hi = _key_span(start, stop, q_len, k_len, causal, pe)
         bias = (
-            pe.attention_bias(q_positions[start:stop], k_positions[:visible])  # (H, c, Tk')
+            pe.attention_bias(q_positions[start:stop], k_positions[lo:hi])  # (H, c, Tk')
             if pe.has_bias
-            else torch.zeros(1, stop - start, visible, device=q.device)
+            else torch.zeros(1, stop - start, hi - lo, device=q.device)
         )
-        if causal:
-            query_index = torch.arange(start, stop, device=q.device)[:, None] + offset
-            future = key_index[None, :visible] > query_index  # (c, Tk')
-            bias = bias.masked_fill(future, float("-inf"))
-        q_block, k_block, v_block = q[:, :, start:stop], k[:, :, :visible], v[:, :, :visible]
+        if causal or pe.local:
+            hidden = ~_block_allowed(start, stop, lo, hi, q_len, k_len, causal, pe, q.device)
+            bias = bias.masked_fill(hidden, float("-inf"))  # hidden: (c, Tk')
+        q_block, k_block, v_block = q[:, :, start:stop], k[:, :, lo:hi], v[:, :, lo:hi]
         if pe.has_contextual:
             out = _contextual_attention(q_block, k_block, v_block, bias, pe, scale, dropout_p)
         else:
@@ -361,6 +412,86 @@ def blocked_bias_attention(
     return torch.cat(outputs, dim=2)
 
 
+def local_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool,
+    pe: PositionalEncoding,
+    scale: float,
+    dropout_p: float = 0.0,
+    query_block: int,
+) -> Tensor:
+    """Attention without a bias under a sliding window or chunks (``pe.window``, ``pe.chunk``;
+    ``lengen.pe.local``), masked by index. Same shapes as ``attend``.
+
+    One block (training lengths): SDPA with one boolean mask, cached per (Tq, Tk, causal,
+    window, chunk, device). Longer: blocks of ``query_block`` queries, each given only the keys
+    it can see (``_key_span``), so memory grows linearly with length, not Tq × Tk."""
+    q_len, k_len = q.shape[2], k.shape[2]
+    if query_block >= q_len:
+        mask = _local_mask(q_len, k_len, causal, pe.window, pe.chunk, q.device)  # (Tq, Tk)
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale
+        )
+    outputs = []
+    for start in range(0, q_len, query_block):
+        stop = min(start + query_block, q_len)
+        lo, hi = _key_span(start, stop, q_len, k_len, causal, pe)
+        mask = _block_allowed(start, stop, lo, hi, q_len, k_len, causal, pe, q.device)
+        outputs.append(
+            F.scaled_dot_product_attention(
+                q[:, :, start:stop],
+                k[:, :, lo:hi],
+                v[:, :, lo:hi],
+                attn_mask=mask,  # (c, Tk'), True where a query sees the key
+                dropout_p=dropout_p,
+                scale=scale,
+            )
+        )
+    return torch.cat(outputs, dim=2)
+
+
+def _key_span(
+    start: int, stop: int, q_len: int, k_len: int, causal: bool, pe: PositionalEncoding
+) -> tuple[int, int]:
+    """The keys [lo, hi) that queries start … stop − 1 (the last Tq of Tk) can see at all."""
+    offset = k_len - q_len  # query i sits at key index i + offset
+    return local.key_span(
+        start + offset, stop - 1 + offset, k_len, causal=causal, window=pe.window, chunk=pe.chunk
+    )
+
+
+def _block_allowed(start, stop, lo, hi, q_len, k_len, causal, pe, device) -> Tensor:
+    """Which of the keys lo … hi − 1 queries start … stop − 1 see -> bool (c, hi − lo)."""
+    query_index = torch.arange(start, stop, device=device) + (k_len - q_len)
+    key_index = torch.arange(lo, hi, device=device)
+    return local.allowed(query_index, key_index, causal=causal, window=pe.window, chunk=pe.chunk)
+
+
+#: boolean masks of local attention at one block, per (Tq, Tk, causal, window, chunk, device):
+#: every layer and step at the same lengths reuses them. At most MAX_CACHED_MASKS.
+_LOCAL_MASKS: dict = {}
+
+
+# normal tensors even when first asked for under inference_mode (Lightning's validation): a
+# cached mask is reused by training, whose backward pass may save it
+@torch.inference_mode(False)
+def _local_mask(q_len: int, k_len: int, causal: bool, window, chunk, device) -> Tensor:
+    """(Tq, Tk) bool, True where query i (at key index i + Tk − Tq) sees key j."""
+    key = (q_len, k_len, causal, window, chunk, str(device))
+    if key not in _LOCAL_MASKS:
+        if len(_LOCAL_MASKS) >= MAX_CACHED_MASKS:
+            _LOCAL_MASKS.pop(next(iter(_LOCAL_MASKS)))  # the oldest
+        query_index = torch.arange(k_len - q_len, k_len, device=device)
+        key_index = torch.arange(k_len, device=device)
+        _LOCAL_MASKS[key] = local.allowed(
+            query_index, key_index, causal=causal, window=window, chunk=chunk
+        )
+    return _LOCAL_MASKS[key]
+
+
 def _contextual_attention(
     q: Tensor,
     k: Tensor,
@@ -370,12 +501,13 @@ def _contextual_attention(
     scale: float,
     dropout_p: float,
 ) -> Tensor:
-    """Explicit softmax attention for encodings whose logits depend on q·k itself (CoPE).
+    """Explicit softmax attention for encodings whose logits depend on q·k itself (CoPE, DAPE).
 
     q (B, H, c, hd), k and v (B, H, Tk, hd), bias (H or 1, c, Tk) with −inf where masked.
     """
-    logits = torch.matmul(q, k.transpose(-1, -2)).float() * scale + bias  # (B, H, c, Tk)
-    logits = logits + pe.contextual_logits(q, logits)
+    scores = torch.matmul(q, k.transpose(-1, -2)).float() * scale  # (B, H, c, Tk)
+    logits = scores + bias
+    logits = logits + pe.contextual_logits(q, logits, scores=scores, bias=bias)
     weights = torch.softmax(logits, dim=-1).to(v.dtype)
     if dropout_p:
         weights = F.dropout(weights, dropout_p)

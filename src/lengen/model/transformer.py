@@ -86,8 +86,10 @@ class Stack(nn.Module):
         self.causal = causal
         # n_layers: for encodings with per-layer parameters (RoPE-Mixed; ``pe.for_layer``)
         self.pe = pe(d_model=d_model, n_heads=n_heads, causal=causal, n_layers=n_layers)
-        # what the config alone can refuse (an unknown option, flex with dropout), now
-        choose_kernel(self.pe, attention, training=True, dropout=dropout)
+        # what the config alone can refuse (an unknown option, flex with dropout), now, for
+        # every layer's encoding (a schedule gives each layer its own)
+        for index in range(n_layers):
+            choose_kernel(self.pe.for_layer(index), attention, training=True, dropout=dropout)
         self.dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
             Block(d_model, n_heads, d_ff, dropout, causal, cross_attention, attention)
@@ -173,7 +175,11 @@ class _Transformer(nn.Module):
         """Refuse, naming model.attention, a kernel that cannot run on this device."""
         for stack in self.modules():
             if isinstance(stack, Stack):
-                choose_kernel(stack.pe, self.attention, training=training, device_type=device_type)
+                for index in range(len(stack.blocks)):
+                    layer_pe = stack.pe.for_layer(index)
+                    choose_kernel(
+                        layer_pe, self.attention, training=training, device_type=device_type
+                    )
 
     def build_stacks(self, pe: PEFactory, sizes: dict) -> None:
         raise NotImplementedError

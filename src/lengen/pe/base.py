@@ -10,12 +10,33 @@ Three families of positional schemes, one hook each (the x-transformers taxonomy
   the per-offset table (``relative_bias_table``) that the relative SDPA path and
   FlexAttention's ``score_mod`` read (``model.attention=flex``).
 
-A fourth hook, ``contextual_logits(q, logits)``, serves encodings whose positions are computed
-from the attention logits themselves (CoPE); the attention layer then computes its softmax
-explicitly, one block of queries at a time.
+A fourth hook, ``contextual_logits(q, logits, scores=…, bias=…)``, serves encodings whose
+logits are computed from the attention logits themselves (CoPE's positions; DAPE's MLP over the
+scores and the bias); the attention layer then computes its softmax explicitly, one block of
+queries at a time, and passes the block's scaled q·k (``scores``) and what it added to them
+(``bias``: the score bias and the mask) besides their sum.
 
-Every hook defaults to a no-op, so NoPE is this base class itself. The model calls all three
-hooks unconditionally; the attention layer asks ``has_bias`` to pick its kernel.
+Two more hooks serve mechanisms whose position signal depends on the tokens or that replace
+the softmax (GitHub issue #28), and also default to no-ops:
+
+* ``token_state(x)``: data-dependent per-token quantities of *one* layer, computed from that
+  layer's normed input x (B, T, D) — Forgetting Attention's log forget gates (B, H, T), PaTH's
+  Householder vectors and strengths. None by default. The attention layer calls it in
+  self-attention only; encodings with per-layer parameters hold them for ``n_layers`` layers and
+  ``for_layer(index)`` returns a view that shares them (as RoPE-Mixed does). Cached decoding
+  keeps the keys' states beside keys and values (``lengen.model.cache``).
+* ``attention(q, k, v, q_state, k_state, *, causal, scale, dropout_p)``: an encoding that
+  computes attention itself (``has_attention``: FoX, stick-breaking, PaTH). q (B, H, Tq, hd),
+  k and v (B, H, Tk, hd); in causal attention the queries are the last Tq of the Tk keys, and
+  q_state / k_state are ``token_state`` of the queries' and of all keys' tokens. ``scale`` is
+  the logit multiplier ``attend`` computed (1/√hd times the log-length factor, which, per query,
+  it has already applied to q's rows). Memory must grow linearly with length (blocks of
+  queries). ``lengen.model.kernels.choose_kernel`` sends such an encoding to its own path,
+  ``encoding``; no other kernel sees it.
+
+Every hook defaults to a no-op, so NoPE is this base class itself. The model calls all hooks
+unconditionally; the attention layer asks ``has_bias`` (and ``has_contextual``,
+``has_attention``) to pick its kernel.
 
 Two options every encoding takes, implemented here once:
 
@@ -62,7 +83,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from lengen.pe import options
+from lengen.pe import local, options, temperature
 
 
 class PositionalEncoding(nn.Module):
@@ -82,6 +103,11 @@ class PositionalEncoding(nn.Module):
             (distances of random positions; what null means, so that run directories written
             before the option existed re-evaluate as they trained); refused for the others.
         log_length_scale: multiply q·k logits by max(1, log n / log train_positions).
+        window, chunk: local attention by index (``lengen.pe.local``): a sliding window of w
+            keys, or chunks of c tokens; the kernels mask (and slice) keys accordingly.
+        ssmax, ssmax_init: Scalable-Softmax, logits × s·log n with s learned per layer and head
+            (``lengen.pe.temperature``; ``for_layer`` gives each layer its s).
+        attn_temperature_tuning, floor_scale, attn_scale: Llama 4's query temperature.
 
     With ``axes`` > 1 positions are (T, A) integer coordinates, a row of −1s meaning "no
     position" (a readout slot), and ``train_positions`` / ``max_positions`` are per-axis
@@ -130,6 +156,26 @@ class PositionalEncoding(nn.Module):
         self.max_position = self.cfg.max_position
         self.randomized_eval = self.cfg.randomized_eval
         self.log_length_scale = self.cfg.log_length_scale
+        #: local attention by index (``lengen.pe.local``): a window of w keys or chunks of c
+        #: tokens (at most one), None for every key
+        self.window, self.chunk = self.cfg.window, self.cfg.chunk
+        if self.chunk is not None:
+            # a chunk mask depends on the index, not on q − k alone: no per-offset table (as
+            # under randomized distances, below); attention builds it per query block
+            self.bias_is_relative = False
+        if self.local and self.has_attention:
+            raise ValueError(
+                f"pe.window / pe.chunk: {name} computes attention itself, without a local mask; "
+                f"allowed: null"
+            )
+        #: SSMax's s per layer and head (``lengen.pe.temperature``), flat (n_layers · H) so
+        #: that the optimiser leaves it undecayed like every 1-D parameter; None without ssmax
+        self.ssmax_scales = None
+        if self.cfg.ssmax:
+            initial = self.cfg.ssmax_init or self.ssmax_initial_scale()
+            self.ssmax_scales = nn.Parameter(torch.full((self.n_layers * self.n_heads,), initial))
+        #: the layer of the stack this object serves (``for_layer`` views set it)
+        self.layer = 0
         #: bias encodings of distances: ``distances`` or ``positions``; None for the others
         self.randomized_relative = (
             self.cfg.randomized_distances() if self.cfg.bias_of_distance else None
@@ -235,6 +281,20 @@ class PositionalEncoding(nn.Module):
         (bidirectional attention): ``logit_temperature() · length_factor(length)``."""
         return self.length_factor(length) * self.logit_temperature()
 
+    @property
+    def local(self) -> bool:
+        """Whether queries see only some keys (``pe.window`` or ``pe.chunk``)."""
+        return self.window is not None or self.chunk is not None
+
+    def visible_keys(self, q_len: int, k_len: int, causal: bool) -> Tensor:
+        """How many keys each of the last Tq of Tk queries sees -> (Tq,) float64."""
+        return local.visible_keys(q_len, k_len, causal=causal, window=self.window, chunk=self.chunk)
+
+    def ssmax_initial_scale(self) -> float:
+        """SSMax's s at initialisation: 1 / mean log n over a training sequence's queries."""
+        trained = self.trained_keys or temperature.SSMAX_PAPER_TRAIN_LENGTH
+        return temperature.ssmax_initial_scale(self.visible_keys(trained, trained, self.causal))
+
     def query_scale(
         self, q_len: int, k_len: int, causal: bool, device: torch.device | None = None
     ) -> Tensor | float:
@@ -245,7 +305,16 @@ class PositionalEncoding(nn.Module):
         keys (a cached prefix included), so query i sees k_len − Tq + i + 1 keys and gets
         ``length_factor`` of that count; it never depends on later tokens. Otherwise (and
         whenever no query sees more keys than training did) ``attention_scale(k_len)``, a
-        float, exactly as without the option."""
+        float, exactly as without the option.
+
+        With ``ssmax``, ``attn_temperature_tuning``, or the log-length factor under a window or
+        chunks: ``length_temperature`` (per query, from the keys each query sees)."""
+        if (
+            self.ssmax_scales is not None
+            or self.cfg.attn_temperature_tuning
+            or (self.log_length_scale and self.local)
+        ):
+            return self.length_temperature(q_len, k_len, causal, device)
         if not causal:
             return self.attention_scale(k_len)
         if self.length_factor(k_len) == 1.0:  # no query sees more keys than training did
@@ -256,6 +325,31 @@ class PositionalEncoding(nn.Module):
         factor = (keys.log() / math.log(max(self.trained_keys, 2))).clamp(min=1.0)
         scale = factor * self.logit_temperature()  # float64 on the CPU, like the float path
         return scale.to(device=device, dtype=torch.float32)  # (Tq,)
+
+    def length_temperature(
+        self, q_len: int, k_len: int, causal: bool, device: torch.device | None = None
+    ) -> Tensor:
+        """Per-query multipliers of the logits of the last Tq of Tk queries
+        (``lengen.pe.temperature``) -> (Tq,) fp32, or (H, Tq) with SSMax's per-head s.
+
+        n is the keys each query sees (``visible_keys``: windows and chunks counted); Llama 4's
+        temperature reads the query's token index t = Tk − Tq + i, as Hugging Face's
+        ``cache_position``."""
+        keys = self.visible_keys(q_len, k_len, causal)  # (Tq,) float64
+        factor = torch.full_like(keys, self.logit_temperature())
+        if self.log_length_scale and self.trained_keys:
+            factor = factor * temperature.log_length_factor(keys, self.trained_keys)
+        if self.cfg.attn_temperature_tuning:
+            index = torch.arange(k_len - q_len, k_len, dtype=torch.float64)  # (Tq,)
+            factor = factor * temperature.llama4_query_temperature(
+                index, self.cfg.floor_scale, self.cfg.attn_scale
+            )
+        factor = factor.to(device=device, dtype=torch.float32)  # (Tq,)
+        if self.ssmax_scales is None:
+            return factor
+        scales = self.ssmax_scales.view(-1, self.n_heads)[self.layer].float()  # (H,), s
+        log_keys = keys.log().to(device=device, dtype=torch.float32)  # (Tq,)
+        return factor * scales[:, None] * log_keys  # (H, Tq)
 
     def length_global(self) -> str | None:
         """Why this encoding's outputs at a position depend on the sequence's total length
@@ -282,10 +376,38 @@ class PositionalEncoding(nn.Module):
         """Additive logit bias, elementwise over broadcastable integer tensors (fp32 out)."""
         raise NotImplementedError  # only called when has_bias is True
 
-    def contextual_logits(self, q: Tensor, logits: Tensor) -> Tensor:
-        """Logits added from the content itself (CoPE): q (B, H, c, hd), logits (B, H, c, Tk)
-        scaled and masked (−inf where a key is hidden) -> (B, H, c, Tk), fp32."""
+    def contextual_logits(
+        self, q: Tensor, logits: Tensor, *, scores: Tensor | None = None, bias: Tensor | None = None
+    ) -> Tensor:
+        """Logits added from the content itself (CoPE, DAPE): q (B, H, c, hd), logits
+        (B, H, c, Tk) scaled and masked (−inf where a key is hidden) -> (B, H, c, Tk), fp32.
+
+        The attention kernel also passes the two terms of ``logits`` = ``scores`` + ``bias``:
+        scores (B, H, c, Tk), the scaled q·k alone (finite everywhere), and bias (H or 1, c, Tk),
+        the encoding's ``attention_bias`` block (zero without one) with −inf where a key is
+        hidden. None where a caller does not separate them."""
         raise NotImplementedError  # only called when has_contextual is True
+
+    def token_state(self, x: Tensor) -> Tensor | tuple[Tensor, ...] | None:
+        """Per-token quantities of this layer from its normed input x (B, T, D), e.g. log
+        forget gates (B, H, T); None (the default) when the encoding has none."""
+        return None
+
+    def attention(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        q_state: Tensor | tuple[Tensor, ...] | None,
+        k_state: Tensor | tuple[Tensor, ...] | None,
+        *,
+        causal: bool,
+        scale: float,
+        dropout_p: float,
+    ) -> Tensor:
+        """Attention computed by the encoding: q (B, H, Tq, hd), k and v (B, H, Tk, hd), the
+        queries the last Tq keys when causal -> (B, H, Tq, hd)."""
+        raise NotImplementedError  # only called when has_attention is True
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -297,6 +419,11 @@ class PositionalEncoding(nn.Module):
         return type(self).contextual_logits is not PositionalEncoding.contextual_logits
 
     @property
+    def has_attention(self) -> bool:
+        """Whether the encoding computes attention itself (the ``attention`` hook)."""
+        return type(self).attention is not PositionalEncoding.attention
+
+    @property
     def provides_positions(self) -> bool:
         """Whether any hook carries position information."""
         base = PositionalEncoding
@@ -304,6 +431,7 @@ class PositionalEncoding(nn.Module):
         return (
             self.has_bias
             or self.has_contextual
+            or self.has_attention
             or cls.embed is not base.embed
             or cls.rotate is not base.rotate
         )
@@ -329,8 +457,24 @@ class PositionalEncoding(nn.Module):
 
     def for_layer(self, index: int) -> PositionalEncoding:
         """The encoding as layer ``index`` of the stack uses it: itself, unless the encoding has
-        per-layer parameters (RoPE-Mixed's frequencies); the stack calls it per block."""
-        return self
+        per-layer parameters (SSMax's s here, RoPE-Mixed's frequencies); the stack calls it per
+        block."""
+        if self.ssmax_scales is None or index == self.layer:
+            return self
+        return self.layer_view(index)
+
+    def layer_view(self, index: int) -> PositionalEncoding:
+        """A shallow copy of this encoding serving layer ``index``: it shares the parameters
+        (one set of weights), made per forward pass."""
+        if not 0 <= index < self.n_layers:
+            raise ValueError(
+                f"pe: {type(self).__name__} holds parameters for {self.n_layers} layers "
+                f"(n_layers), not layer {index}"
+            )
+        view = object.__new__(type(self))
+        view.__dict__ = dict(self.__dict__)  # the same parameter dicts
+        view.layer = index
+        return view
 
     def describe(self) -> dict:
         """Extra facts for results.json (e.g. a table's policy); empty by default."""
@@ -349,6 +493,17 @@ class PositionalEncoding(nn.Module):
                 options["randomized_relative"] = self.randomized_relative
         if self.log_length_scale:
             options["log_length_scale"] = True
+        for key in ("window", "chunk"):
+            if getattr(self.cfg, key) is not None:
+                options[key] = getattr(self.cfg, key)
+        if self.ssmax_scales is not None:
+            options.update(ssmax=True, ssmax_init=self.cfg.ssmax_init or self.ssmax_initial_scale())
+        if self.cfg.attn_temperature_tuning:
+            options.update(
+                attn_temperature_tuning=True,
+                floor_scale=self.cfg.floor_scale,
+                attn_scale=self.cfg.attn_scale,
+            )
         if self.axes > 1:
             options["axes"] = self.axes
         reason = self.length_global()

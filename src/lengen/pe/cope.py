@@ -66,8 +66,10 @@ class CoPE(PositionalEncoding):
         self.npos_max = self.cfg.npos_max
         self.embeddings = nn.Parameter(torch.zeros(self.head_dim, self.npos_max))
 
-    def contextual_logits(self, q: Tensor, logits: Tensor) -> Tensor:
-        # q: (B, H, c, hd); logits: (B, H, c, Tk), scaled, −inf where masked
+    def contextual_logits(
+        self, q: Tensor, logits: Tensor, *, scores: Tensor | None = None, bias: Tensor | None = None
+    ) -> Tensor:
+        # q: (B, H, c, hd); logits: (B, H, c, Tk), scaled, −inf where masked (all CoPE reads)
         positions = cope_positions(logits, self.npos_max)
         return interpolated_logits(q, self.embeddings, positions)
 

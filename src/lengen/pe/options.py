@@ -49,6 +49,10 @@ from lengen.schema import Options, flag, integer, node_options, number, one_of, 
 
 #: the facts a config class declares about its encoding
 FACTS = ("causal_only", "supports_axes", "bias_of_distance")
+#: the options that multiply a query's logits by a function of log n, n the keys it sees: at
+#: most one per layer (each is the other's job); Llama 4's temperature, a function of the
+#: token's index, composes with either (as YaRN's constant does)
+LENGTH_TEMPERATURES = ("log_length_scale", "ssmax")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +99,8 @@ class EncodingOptions(Options):
     supports_axes: ClassVar[bool] = False
     #: its logit bias is a function of the query–key distance (randomized distances apply)
     bias_of_distance: ClassVar[bool] = False
+    #: adds to the token embeddings (``embed``): once per stack, so no layer of a schedule
+    embeds: ClassVar[bool] = False
 
     #: Ruoss et al. 2023: positions (bias encodings: distances) drawn from [0, max_position)
     randomized: bool = option(False, flag())
@@ -102,6 +108,19 @@ class EncodingOptions(Options):
     max_position: int | None = option(None)
     randomized_eval: bool = option(True, flag())
     log_length_scale: bool = option(False, flag())
+    #: local attention by index (``lengen.pe.local``): a sliding window of w keys, or chunks of
+    #: c tokens (Llama 4); null: the whole sequence. Exclusive (``check``)
+    window: int | None = option(None, integer(nullable=True))
+    chunk: int | None = option(None, integer(nullable=True))
+    #: Scalable-Softmax (Nakanishi 2025): logits × s·log n, s learned per layer and head,
+    #: starting at ``ssmax_init`` (null: 1 / the mean of log n over training's queries)
+    ssmax: bool = option(False, flag())
+    ssmax_init: float | None = option(None, number(above=0, nullable=True))
+    #: Llama 4's query temperature (Hugging Face ``Llama4TextAttention``, its config's names and
+    #: defaults): query t × (1 + attn_scale · log1p(⌊(t + 1) / floor_scale⌋))
+    attn_temperature_tuning: bool = option(False, flag())
+    floor_scale: int = option(8192, integer())
+    attn_scale: float = option(0.1, number(at_least=0))
 
     @classmethod
     def option_names(cls) -> list[str]:
@@ -132,7 +151,22 @@ class EncodingOptions(Options):
                     f"pe.max_position must be an integer >= {needed} (the longest sequence "
                     f"this run sees) when pe.randomized=true, got {value!r}"
                 )
+        self.check_temperatures()
         return self.check_own(context)
+
+    def check_temperatures(self) -> None:
+        """Refuse two local masks, or two length-dependent temperatures, on one layer."""
+        if self.window is not None and self.chunk is not None:
+            raise ValueError(
+                f"pe.window and pe.chunk are exclusive (a sliding window or fixed chunks); "
+                f"got window={self.window}, chunk={self.chunk}; allowed: one of them null"
+            )
+        scalings = [key for key in LENGTH_TEMPERATURES if getattr(self, key)]
+        if len(scalings) > 1:
+            raise ValueError(
+                f"pe.{scalings[0]} and pe.{scalings[1]} both scale the logits with the length; "
+                f"allowed: one of {', '.join(LENGTH_TEMPERATURES)}"
+            )
 
     def check_axes(self, context: EncodingContext, name: str) -> None:
         """Refuse an axis count this encoding has no form for, in one line naming the key."""
@@ -186,6 +220,7 @@ class DistanceBiasOptions(EncodingOptions):
 @dataclasses.dataclass(frozen=True)
 class SinusoidalOptions(EncodingOptions):
     supports_axes: ClassVar[bool] = True
+    embeds: ClassVar[bool] = True
     base: float = option(10000.0, number(above=1, message="must be > 1, got {value}"))
     layout: str = option("interleaved", one_of(*SINUSOIDAL_LAYOUTS))
 
@@ -199,6 +234,7 @@ class SinusoidalOptions(EncodingOptions):
 @dataclasses.dataclass(frozen=True)
 class LearnedOptions(EncodingOptions):
     supports_axes: ClassVar[bool] = True
+    embeds: ClassVar[bool] = True
     policy: str = option("extend", one_of(*POLICIES))
     #: rows of the table (per axis on grids); null: derived from the policy and the lengths
     table_size: int | None = option(None, integer(nullable=True))
@@ -467,3 +503,271 @@ def check_encoding(node: Mapping, **context) -> bool:
     name = node["_target_"].rpartition(".")[2]
     options.from_keys(node_options(node), owner=name).check(EncodingContext(**context), name)
     return True
+
+
+# -- PoPE: polar coordinates (lengen.pe.pope) -----------------------------------------------
+#: how PoPE's learnable key phase bias δ starts: zero (both reference codes' default) or
+#: uniform in [−2π, 0] (their ``bias_uniform_init``)
+POPE_BIAS_INITS = ("zero", "uniform")
+
+
+@dataclasses.dataclass(frozen=True)
+class PoPEOptions(EncodingOptions):
+    base: float = option(10000.0, number(above=1, message="must be > 1, got {value}"))
+    bias_init: str = option("zero", one_of(*POPE_BIAS_INITS))
+
+
+# -- DAPE: an MLP over the logits and a bias encoding's bias (lengen.pe.dape) ---------------
+#: pe.bias -> the bias encoding DAPE wraps (its config class is found by ``options_of``)
+DAPE_BIASES = {
+    "alibi": "lengen.pe.alibi.ALiBi",
+    "kerple": "lengen.pe.kerple.KERPLE",
+    "fire": "lengen.pe.fire.FIRE",
+}
+#: ``reference``: x + B + f([x; B]) (the authors' code); ``paper``: x + f([x; B])
+DAPE_FORMS = ("reference", "paper")
+
+
+def _bias_options(key: str, value):
+    """A mapping of the wrapped encoding's options, or null (its defaults)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            f"{key} must be a mapping of the pe.bias encoding's options (e.g. "
+            f"{{variant: power}}) or null, got {value!r}"
+        )
+    return dict(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class DAPEOptions(DistanceBiasOptions):
+    bias: str = option("alibi", one_of(*DAPE_BIASES))
+    bias_options: dict | None = option(None, _bias_options)
+    mlp_width: int = option(32, integer())
+    form: str = option("reference", one_of(*DAPE_FORMS))
+
+    #: DAPE's options that the wrapped encoding shares, so both see one set of positions; the
+    #: others every encoding takes (temperatures, windows) act in DAPE's attention, not in B
+    POSITION_KEYS: ClassVar[tuple[str, ...]] = (
+        "randomized",
+        "max_position",
+        "randomized_eval",
+        "randomized_relative",
+    )
+
+    def bias_keys(self) -> dict:
+        """The keywords of the wrapped encoding: its own options (``pe.bias_options``) and
+        DAPE's positional options (``POSITION_KEYS``)."""
+        own = dict(self.bias_options or {})
+        shared = [field.name for field in dataclasses.fields(DistanceBiasOptions)]
+        for key in own:
+            if key in shared:
+                raise ValueError(
+                    f"pe.bias_options.{key}: an option every encoding takes; allowed: pe.{key}"
+                )
+        return {**own, **{key: getattr(self, key) for key in self.POSITION_KEYS}}
+
+    def check_own(self, context: EncodingContext) -> dict:
+        """-> the wrapped encoding's keywords, checked by its config class (keys named
+        ``pe.bias_options.<key>``)."""
+        target = DAPE_BIASES[self.bias]
+        wrapped = options_of(target)
+        nested = type(wrapped.__name__, (wrapped,), {"prefix": "pe.bias_options"})
+        keys = self.bias_keys()
+        owner = target.rpartition(".")[2]
+        nested.from_keys(keys, owner=owner).check(context, owner)
+        return keys
+
+
+# -- attention that carries position itself (issue #28; lengen.pe.fox, stick_breaking, path) --
+#: what stick-breaking attention does with the weight its sticks leave over, 1 − Σ_j A_ij
+STICK_REMAINDERS = ("current_value", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class ForgettingAttentionOptions(EncodingOptions):
+    #: the forget gates' bias at initialisation: 0.0 (the FoX reference, f = σ(0) = 0.5);
+    #: x-transformers' DataDependentAlibi starts at 5.0 (f ≈ 0.993)
+    gate_bias_init: float = option(0.0, number())
+
+
+@dataclasses.dataclass(frozen=True)
+class StickBreakingOptions(EncodingOptions):
+    causal_only: ClassVar[bool] = True
+    #: ``current_value``: the leftover weight goes to the query's own value (the reference's
+    #: tests/test_attn.py); ``none``: dropped (the bare formula, weights summing to < 1)
+    remainder: str = option("current_value", one_of(*STICK_REMAINDERS))
+    #: the query's own key breaks the stick first (the reference's ``attend_current``)
+    attend_current: bool = option(False, flag())
+
+
+@dataclasses.dataclass(frozen=True)
+class PaTHOptions(EncodingOptions):
+    causal_only: ClassVar[bool] = True
+    #: rank of the low-rank projection to the Householder vectors (the reference's 32)
+    w_rank: int = option(32, integer())
+    #: a causal depthwise convolution (width 3, SiLU) over the vectors before their L2 norm
+    short_conv: bool = option(True, flag())
+    #: PaTH-FoX: FoX's data-dependent forget gates on top of the transforms
+    forget_gate: bool = option(False, flag())
+
+
+@dataclasses.dataclass(frozen=True)
+class PaTHFoXOptions(PaTHOptions):
+    #: path_fox.yaml: PaTH with the forget gates on by default
+    forget_gate: bool = option(True, flag())
+
+
+# -- schedules: an encoding per layer (lengen.pe.schedule) ------------------------------------
+#: options a layer of a schedule cannot set for itself: positions are drawn once per stack
+SCHEDULE_STACK_KEYS = ("randomized", "max_position", "randomized_eval")
+
+
+def _layer_entries(key: str, value):
+    """A non-empty list of layers, each an encoding's name (``rope``: configs/pe/rope.yaml) or
+    a mapping with ``pe`` and that layer's options (``{pe: rope, window: 64}``) -> a tuple of
+    mappings."""
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__") or not value:
+        raise ValueError(
+            f"{key} must be a non-empty list of encodings, each a name (rope) or a mapping "
+            f"with key pe ({{pe: rope, window: 64}}); got {value!r}"
+        )
+    entries = []
+    for index, entry in enumerate(value):
+        entry = {"pe": entry} if isinstance(entry, str) else entry
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("pe"), str):
+            raise ValueError(
+                f"{key}.{index} must be an encoding's name (rope) or a mapping with key pe "
+                f"({{pe: rope, window: 64}}); got {entry!r}"
+            )
+        entries.append(dict(entry))
+    return tuple(entries)
+
+
+class LayerPlan(NamedTuple):
+    """One entry of a schedule, resolved: its name, class and keywords (options)."""
+
+    name: str  # as the schedule names it: rope, nope, …
+    target: str  # the class, lengen.pe.rope.RoPE
+    keywords: dict  # its options: the schedule's shared ones, then its own
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleOptions(EncodingOptions):
+    """An encoding per layer (``lengen.pe.schedule``): ``layers`` cycled over the stack's
+    layers. The shared options set here (window, temperatures, …) apply to every layer; a
+    layer's own value of the same key must not disagree with a value set here."""
+
+    supports_axes: ClassVar[bool] = True  # each layer's encoding checks the axes itself
+    #: SmolLM3's pattern: NoPE every 4th layer (Hugging Face ``no_rope_layer_interval`` 4)
+    layers: tuple = option(("rope", "rope", "rope", "nope"), _layer_entries)
+
+    def check_own(self, context: EncodingContext) -> list[LayerPlan]:
+        """Each layer's encoding checked by its own config class (keys named
+        ``pe.layers.<i>.<key>``) -> the plans of the entries, in order."""
+        plans = [self.layer_plan(index, entry, context) for index, entry in enumerate(self.layers)]
+        if self.randomized:
+            kinds = {self.randomizes_distances(plan) for plan in plans}
+            if len(kinds) > 1:
+                raise ValueError(
+                    "pe.randomized=true: a schedule draws one set of positions per stack, but "
+                    "some layers randomize distances (bias encodings) and others positions; "
+                    "allowed: layers of one kind, or pe.randomized=false"
+                )
+        return plans
+
+    def layer_plan(self, index: int, entry: dict, context: EncodingContext) -> LayerPlan:
+        key = f"pe.layers.{index}"
+        name = entry["pe"]
+        target = encoding_target(name, key)
+        options = config_class(target)
+        if options is None or issubclass(options, ScheduleOptions):
+            raise ValueError(
+                f"{key}.pe={name}: a layer's encoding must have a config class (lengen.pe."
+                f"options) and not be a schedule itself"
+            )
+        own = {k: v for k, v in entry.items() if k != "pe"}
+        shared = {field.name: getattr(self, field.name) for field in _shared_fields()}
+        for option_key in own:
+            if option_key in SCHEDULE_STACK_KEYS:
+                raise ValueError(
+                    f"{key}.{option_key}: positions are drawn once per stack; allowed: "
+                    f"pe.{option_key} (the schedule's)"
+                )
+            default = EncodingOptions.defaults().get(option_key, own[option_key])
+            if option_key in shared and shared[option_key] not in (default, own[option_key]):
+                raise ValueError(
+                    f"pe.{option_key}={shared[option_key]} and {key}.{option_key}="
+                    f"{own[option_key]} disagree; set it in one place: pe.{option_key} (every "
+                    f"layer) or {key}.{option_key}"
+                )
+        keywords = {**shared, **own}
+        nested = type(options.__name__, (options,), {"prefix": key})
+        owner = target.rpartition(".")[2]
+        checked = nested.from_keys(keywords, owner=owner)
+        if options.embeds:
+            raise ValueError(
+                f"{key}.pe={name} adds to the token embeddings, once per stack, not per layer; "
+                f"allowed: encodings of attention (rope, nope, alibi, …)"
+            )
+        checked.check(context, owner)
+        return LayerPlan(name, target, keywords)
+
+    @staticmethod
+    def randomizes_distances(plan: LayerPlan) -> bool:
+        """Whether a layer randomizes distances (bias encodings of distances) under
+        ``pe.randomized``, rather than positions."""
+        options = options_of(plan.target) or config_class(plan.target)
+        relative = plan.keywords.get("randomized_relative", "distances")
+        return bool(options.bias_of_distance) and (relative or "positions") == "distances"
+
+
+def _shared_fields():
+    return dataclasses.fields(EncodingOptions)
+
+
+#: the folder of the pe yamls a schedule's layers are named from: lengen's configs/pe, or
+#: LENGEN_CONFIG_DIR's (as lengen.config reads it; this layer cannot import it)
+def _pe_config_dir():
+    import os
+    from pathlib import Path
+
+    root = os.environ.get("LENGEN_CONFIG_DIR") or Path(__file__).resolve().parents[3] / "configs"
+    return Path(root) / "pe"
+
+
+def encoding_target(name: str, key: str = "pe.layers") -> str:
+    """A layer's encoding class from its name: ``_target_`` of configs/pe/<name>.yaml (a
+    dotted class path is taken as it is)."""
+    if "." in name:
+        return name
+    path = _pe_config_dir() / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in path.parent.glob("*.yaml"))
+        raise ValueError(f"{key}.pe must be one of {', '.join(known)}; got {name!r}")
+    import yaml
+
+    target = (yaml.safe_load(path.read_text()) or {}).get("_target_")
+    if not isinstance(target, str):
+        raise ValueError(f"{key}.pe={name}: configs/pe/{name}.yaml names no _target_")
+    return target
+
+
+@dataclasses.dataclass(frozen=True)
+class RNoPESWAOptions(ScheduleOptions):
+    #: RNoPE-SWA / SWAN-GPT: RoPE layers with a sliding window, every 4th layer NoPE (global)
+    layers: tuple = ScheduleOptions.with_default(
+        "layers", ({"pe": "rope", "window": 8},) * 3 + ({"pe": "nope"},)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class IRoPEOptions(ScheduleOptions):
+    #: Llama 4's iRoPE: chunked RoPE layers, every 4th layer NoPE (global) with the query
+    #: temperature, floor_scale = the chunk (Llama 4: both 8,192)
+    layers: tuple = ScheduleOptions.with_default(
+        "layers",
+        ({"pe": "rope", "chunk": 8},) * 3
+        + ({"pe": "nope", "attn_temperature_tuning": True, "floor_scale": 8},),
+    )

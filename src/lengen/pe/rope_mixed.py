@@ -129,7 +129,9 @@ class RoPEMixed(PositionalEncoding):
     def for_layer(self, index: int) -> RoPEMixed:
         """A view of this encoding that rotates with layer ``index``'s frequencies (it shares
         the parameters; a shallow copy, made per forward pass)."""
-        if not self.per_layer or index == self.layer:
+        if not self.per_layer:
+            return super().for_layer(index)  # one set of frequencies; SSMax's s may be per layer
+        if index == self.layer:
             return self
         if not 0 <= index < self.frequency_shape[0]:
             raise ValueError(
@@ -148,7 +150,7 @@ class RoPEMixed(PositionalEncoding):
             check_grid_positions(q_positions, self.axes)
         else:  # a sequence: one axis
             q_positions, k_positions = q_positions[..., None], k_positions[..., None]
-        frequencies = self.frequency_sets()[self.layer]  # (H, hd/2, A)
+        frequencies = self.frequency_sets()[self.layer if self.per_layer else 0]  # (H, hd/2, A)
         with torch.autocast(q.device.type, enabled=False):
             q = rotate_pairs(q, mixed_angles(q_positions, frequencies))  # angles (H, Tq, hd/2)
             k = rotate_pairs(k, mixed_angles(k_positions, frequencies))

@@ -11,7 +11,17 @@ from lengen.schema import number, one_of
 RANDOMIZED_RELATIVE = ("distances", "positions")
 #: ``pe=`` names with an N-d form (their class sets ``supports_axes``); tests check this list
 #: against configs/pe
-GRID_ENCODINGS = ("alibi", "learned", "nope", "rope", "rope_mixed", "sinusoidal")
+GRID_ENCODINGS = (
+    "alibi",
+    "irope",
+    "learned",
+    "nope",
+    "rnope",
+    "rnope_swa",
+    "rope",
+    "rope_mixed",
+    "sinusoidal",
+)
 
 ROPE_LAYOUTS = ("interleaved", "half")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
