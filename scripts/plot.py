@@ -6,7 +6,9 @@ python scripts/plot.py pe-analysis [--pe all|sinusoidal|rope] [--length 128] [--
 python scripts/plot.py pe-analysis --grid 16x16 [--pe all|sinusoidal|rope|rope_mixed|alibi] --out DIR
 
 The first writes extrapolation_<metric>_<task>_<model>_len<L>.{png,pdf} (mean ± 95% CI over
-seeds per PE) and heatmap_<metric>.{png,pdf} into the folder; the second the attention maps and
+seeds per PE), heatmap_<metric>.{png,pdf}, attention_diagnostics_<task>_<model>_len<L>.{png,pdf}
+and, for retrieval tasks, depth_<…>.{png,pdf} per configuration and accuracy_by_depth.csv into
+the folder; the second the attention maps and
 mean attention distance of a run's checkpoint at one length; the third the PE-matrix, waveform,
 similarity and RoPE-score figures and prints the PE(p+k) = T(k)·PE(p) check; with ``--grid HxW``
 the same on a 2-D grid, seen from the centre cell (similarity image, 2-D RoPE and RoPE-Mixed
@@ -81,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="plot.py",
         description="Figures of a sweep folder (metric vs length with 95%% CI bands, PE × task "
-        "heatmap), from the same aggregation as aggregate.py. Also: plot.py pe-analysis --help.",
+        "heatmap, attention diagnostics vs length, accuracy by depth over seeds), from the same "
+        "aggregation as aggregate.py. Also: plot.py pe-analysis --help.",
     )
     parser.add_argument("folder", type=Path)
     add_selection_arguments(parser)
@@ -93,10 +96,24 @@ def main(argv: list[str] | None = None) -> int:
     for line in warnings_for(summary):
         print(f"warning: {line}", file=sys.stderr)
     paths = plot_sweep(summary, args.out or args.folder)
+    paths += _diagnostics(summary, args.out or args.folder)
     if not paths:
         print("warning: nothing to plot (no aggregated runs)", file=sys.stderr)
     print("\n".join(str(path) for path in paths))
     return 0
+
+
+def _diagnostics(summary, out_dir: Path) -> list[Path]:
+    """The sweep's attention diagnostics and depth grids (``lengen.aggregate.diagnostics``), of
+    the same runs as the summary, each configuration named as in its figures."""
+    from lengen.aggregate.diagnostics import write_sweep_diagnostics
+
+    runs = summary.aggregated
+    if summary.exclude_not_learned:
+        runs = [run for run in runs if run.learned is not False]
+    labels = {row["config_hash"]: str(row["pe"]) + (f" [{row['settings']}]" if row["settings"]
+              else "") for row in summary.rows}  # fmt: skip
+    return write_sweep_diagnostics(runs, out_dir, tag=summary.tag, labels=labels)
 
 
 def _grid_analysis(args) -> int:

@@ -42,6 +42,8 @@ CASES = [
     ("eval.decoding=beam", "eval.decoding must be one of teacher_forced"),
     ("foo=1", "foo: no such key; allowed at the top level: data, eval"),
     ("data.lenn=3", "data.lenn: no such key; allowed under data:"),
+    ("~data.len", "data.len must be a positive integer, got None"),  # a deletion, no value
+    ("+data.lenn=3", "data.lenn: TaskData takes no such key; allowed: len"),
     ("init_from=/no/such/path", "init_from=/no/such/path: no such run directory or checkpoint"),
     ("pe=xpos model=encoder", "pe: XPos is defined for causal attention only; allowed:"),
     # a sweep is refused whole, before any run, when one of its values cannot run

@@ -68,6 +68,8 @@ REFUSALS = [
         for arguments, message in [
             ("pe=cope model=encoder", "pe: CoPE is defined for causal attention only"),
             ("pe=xpos model=encoder_decoder", "pe: XPos is defined for causal attention only"),
+            ("pe=stick_breaking model=encoder", "pe: StickBreaking is defined for causal"),
+            ("pe=path_fox model=encoder_decoder", "pe: PaTHFoX is defined for causal attention"),
             ("pe=rope model.d_model=12 model.n_heads=4", "pe=rope needs an even head dimension"),
             ("pe=sinusoidal model.d_model=9 model.n_heads=3", "pe=sinusoidal needs an even"),
             ("pe=rope pe.base=0.5", "pe.base must be > 1"),

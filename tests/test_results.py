@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from lengen.results import REQUIRED_KEYS, length_unit, write_results
+from lengen.results import (
+    REQUIRED_KEYS,
+    format_ratios,
+    length_ratio,
+    length_ratios,
+    length_unit,
+    write_results,
+)
 
 
 def test_non_finite_numbers_are_written_as_null(tmp_path):
@@ -37,3 +44,68 @@ def _reject(name):
 )
 def test_length_unit_names_what_a_rows_length_counts(row, expected):
     assert length_unit(row) == expected
+
+
+# -- the length-generalisation ratio ρ_τ ------------------------------------------------------
+def rows_of(values: dict[int, float | None], metric: str = "exact_match", protocol="greedy"):
+    """Results rows at these lengths holding ``metric`` (the others null)."""
+    return [{"length": n, "protocol": protocol, metric: v} for n, v in values.items()]
+
+
+@pytest.mark.parametrize(
+    ("values", "threshold", "expected"),
+    [
+        ({16: 1.0, 32: 0.95, 64: 0.6, 128: 0.1}, 0.9, 2.0),  # falling: the last length ≥ τ
+        ({16: 1.0, 32: 0.95, 64: 0.6, 128: 0.1}, 0.5, 4.0),
+        ({16: 1.0, 32: 0.4, 64: 0.95, 128: 0.95}, 0.9, 1.0),  # a dip stops it: no recovery
+        ({16: 0.8, 32: 0.95}, 0.9, 0.0),  # the training length itself fails τ
+        ({16: 1.0, 32: 1.0, 64: 1.0, 128: 0.9}, 0.9, 8.0),  # ≥ τ everywhere: the longest, 8×
+        ({8: 0.2, 16: 1.0, 32: 0.95}, 0.9, 2.0),  # shorter lengths are not part of ρ
+        ({12: 1.0, 32: 0.95, 64: 0.2}, 0.9, 2.0),  # no row at 16: the longest below anchors
+        ({16: 1.0, 24: 0.9, 32: 0.5}, 0.9, 1.5),  # ≥ τ includes τ itself; lengths not powers
+        ({16: 1.0, 32: None, 64: 1.0}, 0.5, 1.0),  # a missing value is a failure
+    ],
+)
+def test_length_ratio_of_constructed_rows(values, threshold, expected):
+    assert length_ratio(rows_of(values), 16, threshold, "exact_match") == expected
+
+
+def test_length_ratio_is_none_without_a_row_at_or_below_the_training_length():
+    assert length_ratio(rows_of({32: 1.0, 64: 1.0}), 16, 0.9, "exact_match") is None
+
+
+def test_length_ratio_of_perplexity_is_relative_to_the_training_length():
+    rows = rows_of({64: 40.0, 128: 20.0, 256: 21.0, 512: 30.0}, "ppl", "nonoverlap")
+    # 20 / 21 = 0.952 ≥ 0.9, 20 / 30 = 0.667 < 0.9 (the shorter window's 40 is not part of it)
+    assert length_ratio(rows, 128, 0.9, "ppl") == 2.0
+    assert length_ratio(rows, 128, 0.5, "ppl") == 4.0
+
+
+def test_length_ratios_are_per_protocol_on_the_headline_metric():
+    rows = rows_of({16: 1.0, 32: 0.95, 64: 0.3}, protocol="greedy")
+    rows += rows_of({16: 1.0, 32: 0.5, 64: 0.3}, protocol="teacher_forced")
+    ratios = length_ratios(rows, 16, (0.9, 0.5))
+    assert ratios == {
+        "metric": "exact_match",
+        "relative": False,
+        "thresholds": [0.9, 0.5],
+        "by_protocol": {
+            "greedy": {"0.9": 2.0, "0.5": 2.0},
+            "teacher_forced": {"0.9": 1.0, "0.5": 2.0},
+        },
+    }
+
+
+def test_length_ratios_of_language_modelling_rows_use_perplexity():
+    rows = rows_of({128: 20.0, 256: 30.0}, "ppl", "nonoverlap")
+    for row in rows:
+        row["exact_match"] = None
+    ratios = length_ratios(rows, 128, (0.9,))
+    assert (ratios["metric"], ratios["relative"]) == ("ppl", True)
+    assert ratios["by_protocol"] == {"nonoverlap": {"0.9": 1.0}}
+
+
+def test_format_ratios_marks_a_lower_bound_and_a_failure_at_the_training_length():
+    ratios = length_ratios(rows_of({16: 0.95, 32: 0.95}), 16, (0.99, 0.9))
+    line = format_ratios(ratios, 16, longest=32).splitlines()[1]
+    assert line == "  greedy: ρ_0.99 = 0 (fails at the training length), ρ_0.9 ≥ 2"

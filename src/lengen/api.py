@@ -25,6 +25,21 @@ class Run:
     train_steps: int | None = None  #: training steps the checkpoint holds (its global step)
     train_tokens: int = 0  #: tokens trained on, as the checkpoint recorded them
 
+    @property
+    def diagnostics(self) -> dict:
+        """Why the run extrapolates as it does (docs/analysis.md): ``attention_diagnostics`` and
+        ``accuracy_by_answer_position`` from results.json, ``accuracy_by_depth`` from its file
+        (retrieval tasks); a section the run lacks is absent. As DataFrames:
+        ``lengen.aggregate.diagnostics`` (``attention_frame``, ``position_frame``,
+        ``depth_frame``)."""
+        import json
+
+        keys = ("attention_diagnostics", "accuracy_by_answer_position")
+        sections = {key: self.results[key] for key in keys if key in (self.results or {})}
+        if (depth := self.path / "accuracy_by_depth.json").is_file():
+            sections["accuracy_by_depth"] = json.loads(depth.read_text())
+        return sections
+
 
 def load_run(run_dir: str | Path, overrides: list[str] | tuple = ()) -> Run:
     """Rebuild a run from ``run_dir``: its config.yaml (with ``key=value`` overrides, e.g.

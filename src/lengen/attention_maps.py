@@ -16,7 +16,6 @@ scores ~n/3 on average over queries.
 
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,6 +23,11 @@ import torch
 from torch import Tensor
 
 import lengen.model.attention as attention_module
+from lengen.evaluation.attention import attention_weights, layer_names, weights_unavailable
+
+#: layer_names lives with the weights (below this module's layer); it stays importable from here
+__all__ = ["MAX_MAP_LENGTH", "analyse_run", "layer_names", "mean_attention_distance"]
+__all__ += ["record_attention", "recording_attention", "reference_attend"]
 
 #: Longest sequence whose (H, T, T) weights are formed: maps are for looking at, not for 64k.
 MAX_MAP_LENGTH = 4096
@@ -43,33 +47,25 @@ def reference_attend(
 ) -> tuple[Tensor, Tensor]:
     """Explicit softmax attention -> (output (B, H, Tq, hd), weights (B, H, Tq, Tk) fp32).
 
-    The same function as ``attend`` (its docstring), written the textbook way."""
-    q_len, k_len = q.shape[2], k.shape[2]
-    scale = pe.query_scale(q_len, k_len, causal, q.device) if pe is not None else 1.0
-    if isinstance(scale, Tensor):  # (Tq,): per-query log-length factors of causal attention
-        scale = scale[:, None]  # (Tq, 1)
-    scale = scale / math.sqrt(q.shape[-1])
-    logits = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale  # (B, H, Tq, Tk)
-    if pe is not None and pe.has_bias:
-        logits = logits + pe.attention_bias(q_positions, k_positions)  # (H, Tq, Tk)
-    if causal:
-        query_index = torch.arange(q_len, device=q.device)[:, None] + (k_len - q_len)
-        future = torch.arange(k_len, device=q.device)[None, :] > query_index  # (Tq, Tk)
-        logits = logits.masked_fill(future, float("-inf"))
-    if pe is not None and pe.has_contextual:
-        logits = logits + pe.contextual_logits(q, logits)
-    weights = torch.softmax(logits, dim=-1)  # (B, H, Tq, Tk)
+    The same function as ``attend`` (its docstring), written the textbook way; the weights come
+    from ``lengen.evaluation.attention.attention_weights``, as the attention diagnostics' do."""
+    weights = attention_weights(
+        q, k, causal=causal, pe=pe, q_positions=q_positions, k_positions=k_positions
+    )  # (B, H, Tq, Tk)
     return torch.matmul(weights.to(v.dtype), v), weights
 
 
 @contextmanager
 def recording_attention():
     """Within the block, every positional self-attention call appends its weights to the list
-    this yields, in call order (stack by stack, layer by layer)."""
+    this yields, in call order (stack by stack, layer by layer). Encodings that compute
+    attention themselves (``weights_unavailable``) keep their own kernel and are not recorded."""
     recorded: list[Tensor] = []
     original = attention_module.attend
 
     def recording(q, k, v, **kwargs):
+        if weights_unavailable(kwargs.get("pe")) is not None:
+            return original(q, k, v, **kwargs)
         output, weights = reference_attend(q, k, v, **kwargs)
         if kwargs.get("pe") is not None:
             recorded.append(weights.detach().cpu())
@@ -107,18 +103,6 @@ def mean_attention_distance(weights: Tensor) -> Tensor:
     query_index = torch.arange(q_len)[:, None] + (k_len - q_len)
     distance = (query_index - torch.arange(k_len)[None, :]).abs().float()  # (Tq, Tk)
     return (weights.float() * distance).sum(-1).mean(dim=(0, 2))
-
-
-def layer_names(model: torch.nn.Module) -> list[str]:
-    """Names of the positional self-attention layers in call order (e.g. 'encoder.0')."""
-    from lengen.model.transformer import Stack
-
-    names = []
-    for stack_name, module in model.named_modules():
-        if isinstance(module, Stack):
-            prefix = "" if stack_name == "stack" else f"{stack_name}."  # decoder-only: '0', '1'
-            names += [f"{prefix}{i}" for i in range(len(module.blocks))]
-    return names
 
 
 def analyse_run(

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lengen.checks import ConfigError
 from lengen.config import eval_lengths
+from lengen.options import data_seed
 
 #: keys of the group yamls that are lengen's, not arguments of the ``_target_``: ``name`` names
 #: the choice; ``compile`` (model.compile) is applied by LitModel; ``checkpoint_every_n_steps``
@@ -77,7 +78,7 @@ def build_data(cfg: DictConfig):
     data = instantiate_named(
         cfg.data,
         model_kind=model_kind(cfg),
-        seed=cfg.seed,
+        seed=data_seed(cfg),  # the training stream's seed (data.seed, else seed)
         eval_seed=cfg.eval.seed,
         # tasks' curricula (regular_increase) need the horizon; text data takes no such key
         **({"max_steps": cfg.trainer.max_steps} if "curriculum" in cfg.data else {}),

@@ -55,6 +55,9 @@ EVALUATION_MAY_CHANGE = (
     "eval.factors",
     "eval.max_tokens_per_batch",
     "eval.plot_dpi",
+    "eval.ratio_thresholds",  # ρ_τ is derived from the rows; aggregation recomputes it
+    "eval.diagnostics",  # attention statistics beside the rows, which they never change
+    "eval.diagnostics_samples",
 )
 
 
@@ -89,6 +92,8 @@ AVERAGED_MAY_DIFFER = (
     "eval.factors",
     "eval.max_tokens_per_batch",  # evaluation batch size: memory, not the instances
     "eval.ratio_thresholds",  # which ρ_τ results.json reports: no row changes
+    "eval.diagnostics",  # attention statistics beside the rows (tested: rows identical)
+    "eval.diagnostics_samples",
 )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from lengen.checks import check_heads
+from lengen.results import RATIO_THRESHOLDS
 from lengen.schema import Options, flag, integer, interval, one_of, option, spelled_one_of
 
 #: ``model.attention``: ``auto`` picks among SDPA paths (``lengen.model.kernels``); ``flex``
@@ -47,6 +48,34 @@ def _seed(key: str, value):
     if value >= 2**32:  # numpy and Lightning seed with 32 bits
         raise ValueError(f"{key} must be an integer in [0, 2^32 - 1], got {value}")
     return value
+
+
+def _data_seed(key: str, value):
+    """``data.seed``: null (the training stream follows ``seed``) or a seed."""
+    if value is None:
+        return None
+    try:
+        return _seed(key, value)
+    except ValueError:
+        raise ValueError(
+            f"{key} must be null or an integer in [0, 2^32 - 1], got {value!r}"
+        ) from None
+
+
+def data_seed(cfg) -> int:
+    """The seed of the training stream: ``data.seed``, or ``seed`` where it is null (the model's
+    initialisation always follows ``seed``; evaluation instances follow ``eval.seed``)."""
+    seed = cfg.data.get("seed")
+    return cfg.seed if seed is None else seed
+
+
+def _ratio_thresholds(key: str, value):
+    """``eval.ratio_thresholds``: a list of numbers τ in (0, 1] (ρ_τ, lengen.results)."""
+    ok = is_list(value) and len(value) > 0
+    ok = ok and all(isinstance(t, int | float) and not isinstance(t, bool) for t in value)
+    if not (ok and all(0 < t <= 1 for t in value)):
+        raise ValueError(f"{key} must be a non-empty list of numbers in (0, 1], got {value!r}")
+    return tuple(float(t) for t in value)
 
 
 def _resume(key: str, value):
@@ -177,9 +206,27 @@ class EvalOptions(Options):
     decoding: str = option("teacher_forced", one_of(*PROTOCOLS))
     position_draws: int = option(10, integer())
     plot_dpi: int = option(200, integer())
+    #: attention statistics per length, layer and head in results.json (docs/analysis.md)
+    diagnostics: bool = option(True, flag())
+    #: instances per length the attention diagnostics look at (the first evaluated ones)
+    diagnostics_samples: int = option(4, integer())
     protocol: str = option("nonoverlap", one_of(*TEXT_PROTOCOLS))
     stride: int | None = option(None, integer(nullable=True))
     max_tokens: int | None = option(None, integer(nullable=True))
+    #: τ of the length-generalisation ratio ρ_τ in results.json (``lengen.results``)
+    ratio_thresholds: list[float] = option(RATIO_THRESHOLDS, _ratio_thresholds)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSeedOptions(Options):
+    """The data key every source takes, whatever its class (train.yaml's ``data:`` node; the
+    run reads it, ``lengen.build``): the seed of the training stream. The source's own keys pass
+    through to its config class."""
+
+    prefix: ClassVar[str] = "data"
+    passthrough: ClassVar[bool] = True
+    #: null: ``seed``; a seed: the training batches follow it, the model's init follows ``seed``
+    seed: int | None = option(None, _data_seed)
 
 
 @dataclasses.dataclass(frozen=True)

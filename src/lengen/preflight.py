@@ -43,6 +43,7 @@ from lengen.build import build, build_data, user_errors
 from lengen.checks import ConfigError, check_batch_split, positive_int
 from lengen.config import CONFIG_DIR, GROUPS, eval_lengths
 from lengen.options import (
+    DataSeedOptions,
     EvalOptions,
     ModelOptions,
     OptimOptions,
@@ -148,7 +149,8 @@ def check_override_keys(arguments: Sequence[str], config_dir: Path | None = None
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     flags = {"-m", "--multirun"}
-    overrides = [a for a in arguments if not a.startswith("-") and "=" in a]
+    # a deletion (~key) needs no value: it must reach the composition all the same
+    overrides = [a for a in arguments if not a.startswith("-") and ("=" in a or a[:1] == "~")]
     if any(a.startswith("-") and a not in flags for a in arguments):
         return []  # Hydra's own flags (--help, --cfg, …): let Hydra handle them
     parser = OverridesParser.create()
@@ -253,6 +255,7 @@ def _validate(cfg: DictConfig) -> Checked:
     top = {key: cfg.get(key) for key in ("seed", "resume", "init_from")}
     run = checked(RunOptions, OmegaConf.create(top))
     _checked(positive_int, "data.len", cfg.data.get("len"))
+    checked(DataSeedOptions, cfg.data)
     trainer = checked(TrainerOptions, cfg.trainer)
     if "num_workers" in cfg.data:
         _checked(positive_int, "data.num_workers", cfg.data.num_workers, 0)

@@ -1,5 +1,11 @@
 """The only code that knows the results.json schema (see DESIGN.md): building, checking,
-writing and reading results, and their terminal table."""
+writing and reading results, and their terminal table.
+
+Besides DESIGN's required keys (``REQUIRED_KEYS``, ``ROW_KEYS``), ``build_results`` writes, among
+others: ``data_seed`` (the seed of the training stream: ``data.seed``, or ``seed`` where that is
+null) and ``length_ratio`` (how far the run extrapolates: ρ_τ per protocol and threshold,
+``length_ratios``; docs/analysis.md). Readers treat both as optional: results written before
+them lack them."""
 
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ def build_results(
     cfg, model, data, rows: list[dict], *, train_tokens: int, device: str, extra: dict | None = None
 ) -> dict:
     """The results dictionary of a run (or a re-evaluation) from its config and model."""
+    thresholds = cfg.eval.get("ratio_thresholds") or RATIO_THRESHOLDS  # older configs lack it
     stacks = {name: m.pe for name, m in model.named_children() if hasattr(m, "pe")}
     described = {name: {**pe.describe(), **pe.describe_options()} for name, pe in stacks.items()}
     # one stack: its encoding's facts; encoder–decoder: per stack (T5's bucket mode differs)
@@ -48,6 +55,8 @@ def build_results(
         "task": cfg.data.name,
         "train_len": cfg.data.len,
         "seed": cfg.seed,
+        # what seeded the training stream: data.seed, or the seed where that is null
+        "data_seed": getattr(data, "seed", cfg.seed),
         "n_params": sum(p.numel() for p in model.parameters()),
         "train_tokens": train_tokens,
         "position_blind": model.position_blind,
@@ -64,6 +73,7 @@ def build_results(
         "eval": sort_rows(rows),
     }
     results["learned"] = learning_verdict(results)
+    results["length_ratio"] = length_ratios(results["eval"], cfg.data.len, thresholds)
     if results["learned"] and not results["learned"]["learned"]:
         results["warnings"] = [*results.get("warnings", []), not_learned_message(results)]
     return results
@@ -109,6 +119,109 @@ def not_learned_message(results: dict) -> str:
         f"length < {verdict['threshold']}; its numbers beyond training say nothing about the "
         f"encoding (more trainer.max_steps, or trainer.criterion_target)"
     )
+
+
+# -- how far a run extrapolates: the length-generalisation ratio ρ_τ --------------------------
+#: τ of ρ_τ by default (``eval.ratio_thresholds``; aggregation's ``--ratio-thresholds``)
+RATIO_THRESHOLDS = (0.9, 0.5)
+#: the headline metric of task rows (the papers' whole-answer metric); language-modelling rows,
+#: where it is null, use perplexity relative to the training length (``length_ratio``)
+HEADLINE_METRIC = "exact_match"
+
+
+def ratio_key(threshold: float) -> str:
+    """How a threshold τ names its ρ_τ in results.json and tables: 0.9 -> "0.9"."""
+    return f"{threshold:g}"
+
+
+def ratio_score(rows: list[dict], metric: str) -> list[float | None]:
+    """The score ρ_τ compares with τ, per row (sorted by length; the first is the anchor):
+    the metric itself where larger is better (accuracy, exact match); where smaller is better
+    (ppl, loss, bits per byte) the anchor's value over the row's, so 1 at the anchor and, for
+    perplexity, 0.9 where it is 11% above the training length's. None where a value is
+    missing, not finite, or cannot be divided by."""
+    values = [row.get(metric) for row in rows]
+    finite = [v if isinstance(v, int | float) and math.isfinite(v) else None for v in values]
+    if METRIC_DIRECTIONS.get(metric, True):
+        return finite
+    anchor = finite[0]
+    return [None if anchor is None or not v else anchor / v for v in finite]
+
+
+def length_ratio(rows: list[dict], train_len: int, threshold: float, metric: str) -> float | None:
+    """ρ_τ of one protocol's rows: the largest evaluated length / ``train_len`` such that the
+    score (``ratio_score``) is ≥ τ at every evaluated length from the anchor up to it.
+
+    The anchor is the row at the training length, or the longest row below it; lengths below
+    the anchor are in distribution and not part of ρ (the learned verdict judges them). A dip
+    stops ρ even where the curve recovers later; a missing value counts as a failure. 0.0
+    where the anchor itself fails τ (not even the training length: not learned to τ); None
+    without a row at or below the training length. ρ is bounded by the longest evaluated
+    length: at that bound it is a lower bound."""
+    rows = sorted(rows, key=lambda row: row["length"])
+    start = [i for i, row in enumerate(rows) if row["length"] <= train_len]
+    if not start:
+        return None
+    chain = rows[start[-1] :]
+    ratio = 0.0
+    for row, score in zip(chain, ratio_score(chain, metric), strict=True):
+        if score is None or score < threshold:
+            break
+        ratio = row["length"] / train_len
+    return ratio
+
+
+def headline_metric(rows: list[dict]) -> str:
+    """``HEADLINE_METRIC`` where the rows hold it, else perplexity (language modelling)."""
+    held = any(row.get(HEADLINE_METRIC) is not None for row in rows)
+    return HEADLINE_METRIC if held or not rows else LM_FALLBACK_METRIC
+
+
+def length_ratios(
+    rows: list[dict], train_len: int, thresholds=RATIO_THRESHOLDS, metric: str | None = None
+) -> dict:
+    """results.json's ``length_ratio``: ρ_τ per protocol and threshold, on ``metric`` (default:
+    the headline, ``headline_metric``), e.g. ``{"metric": "exact_match", "relative": false,
+    "thresholds": [0.9, 0.5], "by_protocol": {"greedy": {"0.9": 1.0, "0.5": 2.0}}}``;
+    ``relative``: the score is the metric at the anchor over the metric (smaller is better)."""
+    metric = metric or headline_metric(rows)
+    protocols = sorted({row["protocol"] for row in rows})
+    return {
+        "metric": metric,
+        "relative": not METRIC_DIRECTIONS.get(metric, True),
+        "thresholds": [float(t) for t in thresholds],
+        "by_protocol": {
+            protocol: {
+                ratio_key(t): length_ratio(
+                    [r for r in rows if r["protocol"] == protocol], train_len, t, metric
+                )
+                for t in thresholds
+            }
+            for protocol in protocols
+        },
+    }
+
+
+def format_ratios(length_ratio: dict, train_len: int, longest: int | None = None) -> str:
+    """The lines printed under a run's table: ρ_τ per protocol, "≥" where ρ reached the
+    longest evaluated length (a lower bound), "0 (fails at the training length)"."""
+    metric = length_ratio["metric"]
+    score = f"{metric} at the training length / {metric}" if length_ratio["relative"] else metric
+    lines = [
+        f"length-generalisation ratio ρ_τ: the largest length / {train_len} with {score} ≥ τ "
+        "at every evaluated length up to it"
+    ]
+    for protocol, ratios in length_ratio["by_protocol"].items():
+        shown = []
+        for key, ratio in ratios.items():
+            text = "= –" if ratio is None else f"= {ratio:g}"
+            if ratio == 0:
+                text += " (fails at the training length)"
+            elif ratio is not None and longest and ratio * train_len >= longest:
+                text = f"≥ {ratio:g}"  # every evaluated length kept τ: a lower bound
+            shown.append(f"ρ_{key} {text}")
+        lines.append(f"  {protocol}: " + ", ".join(shown))
+    return "\n".join(lines)
 
 
 def length_unit(row: dict) -> tuple[str, str]:

@@ -155,11 +155,18 @@ def evaluate_and_write(
     ``results.<tag>.json`` for eval.py); print the table."""
     from lengen.evaluation import evaluate
     from lengen.plots import plot_extrapolation
-    from lengen.results import build_results, format_table, not_learned_message, write_results
+    from lengen.results import (
+        build_results,
+        format_ratios,
+        format_table,
+        not_learned_message,
+        write_results,
+    )
 
     suffix = f".{tag}" if tag else ""
     results_path = directory.path / f"results{suffix}.json"
     unfinished = None
+    explained: dict = {}  # attention diagnostics, accuracy by answer position (docs/analysis.md)
     try:
         rows = evaluate(
             data,
@@ -169,6 +176,7 @@ def evaluate_and_write(
             output_dir=directory.path,
             tag=suffix,
             progress=progress,
+            report=explained,
         )
     except EvaluationOutOfMemory as error:  # keep what was measured, then say why it stopped
         if not error.rows:
@@ -183,12 +191,15 @@ def evaluate_and_write(
         rows,
         train_tokens=train_tokens,
         device=device.type,
-        extra={**extra, "label": label},
+        extra={**extra, **explained, "label": label},
     )
     plot_path = directory.path / f"extrapolation{suffix}.png"  # and .pdf beside it
     plot_extrapolation(results, plot_path, dpi=cfg.eval.get("plot_dpi"))
     write_results(results_path, results)  # last: its presence means the run finished
     print(f"\n{label} · {data.training_summary()}\n{format_table(rows)}")
+    if rows:  # how far it extrapolates, in one number per threshold (ρ_τ)
+        longest = max(row["length"] for row in rows)
+        print(format_ratios(results["length_ratio"], results["train_len"], longest))
     if results["learned"] and not results["learned"]["learned"]:
         print(f"WARNING: {not_learned_message(results)}")
     print(f"results: {results_path}")

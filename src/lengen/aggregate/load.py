@@ -82,6 +82,29 @@ class RunRecord:
     learned: bool | None = None  # None: could not be checked (no accuracy at the train length)
 
     @property
+    def data_seed(self) -> int | None:
+        """The seed of its training stream: results.json's ``data_seed``; for results written
+        before it existed, config.yaml's ``data.seed``, else the seed (what seeded it then)."""
+        results, config = self.results or {}, flatten(self.config or {})
+        seed = results.get("seed", config.get("seed"))
+        if results.get("data_seed") is not None:
+            return results["data_seed"]
+        return seed if config.get("data.seed") is None else config["data.seed"]
+
+    @property
+    def seed_key(self) -> tuple:
+        """(seed, data seed): a replicate of its configuration; sorts the seeds."""
+        seed = (self.results or {}).get("seed", flatten(self.config or {}).get("seed"))
+        return (seed, self.data_seed)
+
+    @property
+    def seed_label(self) -> str:
+        """The seed as summary.csv's ``seeds`` lists it: ``3``, or ``3:5`` (seed 3, data seed 5)
+        where the training stream had a seed of its own."""
+        seed, data_seed = self.seed_key
+        return str(seed) if data_seed == seed else f"{seed}:{data_seed}"
+
+    @property
     def criterion(self) -> dict:
         """results.json's ``criterion`` ({} for runs trained for a fixed number of steps)."""
         return (self.results or {}).get("criterion") or {}
@@ -103,6 +126,7 @@ class RunRecord:
             "reason": self.reason,
             "config_hash": (self.config_hash or "")[:10] or None,
             **described,
+            "data_seed": self.data_seed,
             "id_accuracy": self.id_accuracy,
             "criterion_reached": self.criterion.get("reached"),
             "reached_at_step": self.criterion.get("reached_at_step"),
@@ -181,9 +205,9 @@ def load_runs(
         if reached_criterion and run.status == "ok" and not run.criterion.get("reached"):
             run.status = "excluded"
             run.reason = "criterion not reached" if run.criterion else "trained without a criterion"
-    counted = {}  # (configuration, seed) -> the run counted: the first by name
+    counted = {}  # (configuration, seed, data seed) -> the run counted: the first by name
     for run in sorted((r for r in runs if r.status == "ok"), key=lambda r: r.name):
-        first = counted.setdefault((run.config_hash, run.results["seed"]), run.name)
+        first = counted.setdefault((run.config_hash, *run.seed_key), run.name)
         if first != run.name:
             run.status = "duplicate"
             run.reason = f"same configuration and seed as {first}; not counted"
@@ -195,11 +219,11 @@ def load_sweep(
 ) -> pd.DataFrame:
     """Every run below ``folder`` as a long pandas DataFrame, for notebooks: one row per run ×
     results row (a failed run: one row, result columns NaN); columns ``run_dir``, ``seed``,
-    ``status`` (as in runs.csv), ``reason``, ``config_hash``, ``criterion_reached`` and
+    ``data_seed`` (the training stream's), ``status`` (as in runs.csv), ``reason``, ``config_hash``, ``criterion_reached`` and
     ``reached_at_step`` (None without a criterion), every ``config.yaml`` key dotted
     (``pe.name``; with ``tag``, the overrides applied), every results-row field (the schema's
     always). Nothing is averaged or dropped (docs/analysis.md)."""
-    head_keys = ["run_dir", "seed", "status", "reason", "config_hash"]
+    head_keys = ["run_dir", "seed", "data_seed", "status", "reason", "config_hash"]
     head_keys += ["criterion_reached", "reached_at_step"]
     records, config_keys, result_keys = [], {}, dict.fromkeys(ROW_KEYS)  # dicts: ordered sets
     for run in load_runs(folder, tag, min_accuracy):

@@ -1,5 +1,6 @@
-"""Writing an aggregated sweep: summary.csv / .md, ranking.csv, failed.csv, runs.csv, warnings,
-and the command line behind ``scripts/aggregate.py``. Nothing is computed here (see .stats)."""
+"""Writing an aggregated sweep: summary.csv / .md, ratios.csv, ranking.csv, failed.csv, runs.csv,
+warnings, and the command line behind ``scripts/aggregate.py``. Nothing is computed here (see
+.stats)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ from pathlib import Path
 import pandas as pd
 
 from lengen.aggregate.load import DESCRIBED
-from lengen.aggregate.stats import RANKING_COLUMNS, SUMMARY_COLUMNS, TABLE, Summary, aggregate
+from lengen.aggregate.stats import (
+    RANKING_COLUMNS,
+    RATIO_COLUMNS,
+    STATISTICS,
+    SUMMARY_COLUMNS,
+    TABLE,
+    Summary,
+    aggregate,
+    ranking_columns,
+)
 from lengen.atomic import atomic_write
 from lengen.identity import AVERAGED_MAY_DIFFER
 from lengen.results import (
@@ -18,10 +28,13 @@ from lengen.results import (
     LEARNED_ACCURACY,
     LM_FALLBACK_METRIC,
     METRIC_DIRECTIONS,
+    RATIO_THRESHOLDS,
+    ratio_key,
     results_name,
 )
 
-RUN_COLUMNS = ("run_dir", "status", "reason", "config_hash", *DESCRIBED, "id_accuracy")
+RUN_COLUMNS = ("run_dir", "status", "reason", "config_hash", *DESCRIBED, "data_seed")
+RUN_COLUMNS += ("id_accuracy",)
 RUN_COLUMNS += ("criterion_reached", "reached_at_step")
 #: the rules summary.md states under Settings (``{ignored}``: the keys a configuration ignores)
 RULES = """\
@@ -31,7 +44,8 @@ std / √n. Tables show mean ± CI half-width. With one seed (n=1) there is no s
 are not clipped to [0, 1]. They describe variation over training seeds on the fixed evaluation \
 set, not the sampling error of that set (`n_examples` per length in summary.csv).
 - `best_of_seeds` (summary.csv): the best seed (max for accuracy / exact match, min for loss / \
-ppl), for comparison with papers that report maxima; not an estimate of expected performance.
+ppl), for comparison with papers that report maxima; not an estimate of expected performance. \
+`worst_of_seeds`, `min` and `max` beside it: the seeds as a distribution.
 - Configuration = hash of the resolved config.yaml without {ignored}; runs that differ in \
 anything else are never averaged together. Keys that set configurations apart within a table \
 are listed under *settings*."""
@@ -39,10 +53,22 @@ RANKING = """\
 ## Ranking of positional encodings (mean reciprocal rank)
 
 Within each comparison (same configuration apart from the PE, one length beyond the training \
-length, one protocol) PEs are ranked by mean metric, ties sharing the average rank; a PE's MRR \
-is the mean of 1/rank over its comparisons (1 = always best). Comparisons with a single PE are \
-skipped, and so are comparisons in which no encoding learned the task in distribution (listed \
-below). `n_best`: first places, shared ones included.
+length, one protocol) PEs are ranked by {statistic} metric, ties sharing the average rank; a PE's \
+MRR is the mean of 1/rank over its comparisons (1 = always best). Comparisons with a single PE \
+are skipped, and so are comparisons in which no encoding learned the task in distribution \
+(listed below). `n_best`: first places, shared ones included.{ratios}
+"""
+#: how the text names each ``--statistic`` over seeds
+STATISTIC_NAMES = {"mean": "mean", "max": "maximum over seeds", "min": "minimum over seeds"}
+RATIOS = """\
+## Length-generalisation ratio ρ_τ
+
+Per run: the largest evaluated length / training length such that {score} is ≥ τ at every \
+evaluated length from the training length up to it (a dip stops it, even where the curve \
+recovers later). Over seeds: n, mean ± 95% CI half-width (Student t), sd, min and max; \
+`ρ = 0 / ≥` counts the runs that missed τ at the training length itself (ρ = 0) and those that \
+kept it up to their longest evaluated length ({longest}; ρ is a lower bound there). Per \
+configuration and τ in `ratios.csv`.
 """
 #: the marks a summary.md cell may carry -> their meaning
 MARKS = {
@@ -54,13 +80,17 @@ MARKS = {
 
 
 def write_outputs(summary: Summary, out_dir: str | Path | None = None) -> list[Path]:
-    """summary.csv, summary.md, ranking.csv, failed.csv and runs.csv (``.<tag>`` inserted
+    """summary.csv, summary.md, ratios.csv, ranking.csv, failed.csv and runs.csv (``.<tag>`` inserted
     before the extension with a tag), written atomically; returns the paths. In the CSV files
     None is an empty field and numbers have full precision."""
     tables = {
         "summary.csv": (summary.rows, SUMMARY_COLUMNS),
         "summary.md": format_markdown(summary),
-        "ranking.csv": (summary.ranking + summary.left_out, RANKING_COLUMNS),
+        "ratios.csv": (summary.ratios, RATIO_COLUMNS),
+        "ranking.csv": (
+            summary.ranking + summary.left_out,
+            ranking_columns(summary.ratio_thresholds),
+        ),
         "failed.csv": ([run.record for run in summary.failed], RUN_COLUMNS),
         "runs.csv": ([run.record for run in summary.runs], RUN_COLUMNS),
     }
@@ -110,13 +140,19 @@ def _fmt(value, metric: str) -> str:
     return f"{value:.3f}" if metric in ("accuracy", "exact_match") else f"{value:.4g}"
 
 
-def _cell(row: dict) -> str:
-    """mean ± CI half-width, or (n=1), or – without values; then the ``MARKS`` that apply; †
-    where runs did not learn."""
+def _cell(row: dict, statistic: str = "mean") -> str:
+    """mean ± CI half-width (with ``statistic`` max or min: that value over seeds, "(max of
+    n)"), or (n=1), or – without values; then the ``MARKS`` that apply; † where runs did not
+    learn."""
     if row["n_seeds"] == 0:
         return "–"
-    metric, text = row["metric"], _fmt(row["mean"], row["metric"])
-    text += f" ± {_fmt(row['ci95_high'] - row['mean'], metric)}" if row["n_seeds"] > 1 else " (n=1)"
+    metric, text = row["metric"], _fmt(row[statistic], row["metric"])
+    if row["n_seeds"] == 1:
+        text += " (n=1)"
+    elif statistic == "mean":
+        text += f" ± {_fmt(row['ci95_high'] - row['mean'], metric)}"
+    else:
+        text += f" ({statistic} of {row['n_seeds']})"
     text += "" if row["draw_std"] is None else f" [draws ±{_fmt(row['draw_std'], metric)}]"
     text += " ≤b" if row["above_baseline"] is False else ""
     return text + (" †" if row["n_not_learned"] else "")
@@ -176,6 +212,13 @@ def _settings_section(summary: Summary) -> list[str]:
         *RULES.format(ignored=", ".join(f"`{k}`" for k in AVERAGED_MAY_DIFFER)).splitlines(),
         f"- Not learned: per-token accuracy at the training length < {summary.min_accuracy:g}. "
         f"Such runs are {kept}.",
+        f"- Seeds: a configuration's runs over `seed` and `data.seed` (the training stream's "
+        f"seed, listed as seed:data seed where it differs) are its replicates; tables show the "
+        f"{STATISTIC_NAMES[summary.statistic]}"
+        + (" ± 95% CI half-width" if summary.statistic == "mean" else "")
+        + "; ρ_τ for τ = "
+        + ", ".join(ratio_key(t) for t in summary.ratio_thresholds)
+        + ".",
     ]
     if summary.reached_criterion:
         lines.append(
@@ -197,7 +240,9 @@ def _settings_section(summary: Summary) -> list[str]:
 
 
 def _results_section(summary: Summary) -> list[str]:
-    lines = [f"## Results ({summary.metric}: mean ± 95% CI half-width)", ""]
+    shown = "mean ± 95% CI half-width"
+    shown = shown if summary.statistic == "mean" else STATISTIC_NAMES[summary.statistic]
+    lines = [f"## Results ({summary.metric}: {shown})", ""]
     used = {
         "[draws ±s]": any(row["draw_std"] is not None for row in summary.rows),
         "≤b": any(row["above_baseline"] is False for row in summary.rows),
@@ -206,7 +251,8 @@ def _results_section(summary: Summary) -> list[str]:
     lines += ["Marks: " + "; ".join(marks) + ".", ""] if marks else []
     if not summary.rows:
         return lines
-    frame = pd.DataFrame(summary.rows, dtype=object).assign(cell=list(map(_cell, summary.rows)))
+    cells = [_cell(row, summary.statistic) for row in summary.rows]
+    frame = pd.DataFrame(summary.rows, dtype=object).assign(cell=cells)
     for (task, model, train_len, protocol), panel in frame.groupby(TABLE, sort=False, dropna=False):
         metrics = ", ".join(sorted(set(panel["metric"])))
         lines += [f"### {task} · {model} · train_len {train_len} · {protocol} · {metrics}", ""]
@@ -214,8 +260,59 @@ def _results_section(summary: Summary) -> list[str]:
     return lines
 
 
+def _ratio_section(summary: Summary) -> list[str]:
+    """ρ_τ over seeds: one table per task · model · training length · protocol."""
+    if not summary.ratios:
+        return []
+    frame = pd.DataFrame(summary.ratios, dtype=object)
+    metrics = sorted(set(frame["metric"]))
+    relative = [m for m in metrics if not METRIC_DIRECTIONS[m]]
+    score = " or ".join(f"`{m}`" for m in metrics if METRIC_DIRECTIONS[m])
+    score += (" or " if score and relative else "") + " or ".join(
+        f"`{m}` at the training length / `{m}`" for m in relative
+    )
+    longest = ", ".join(f"{value:g}×" for value in sorted(set(frame["longest_ratio"]) - {None}))
+    lines = [RATIOS.format(score=score, longest=longest or "–")]
+    for (task, model, train_len, protocol), panel in frame.groupby(TABLE, sort=False, dropna=False):
+        lines += [f"### ρ_τ: {task} · {model} · train_len {train_len} · {protocol}", ""]
+        body = [
+            [
+                row["pe"],
+                row["settings"] or "–",
+                ratio_key(row["tau"]),
+                row["n_seeds"],
+                _ratio_cell(row),
+                *(_ratio_number(row[key]) for key in ("std", "min", "max")),
+                f"{row['n_zero']} / {row['n_capped']}",
+            ]
+            for row in panel.to_dict("records")
+        ]
+        header = ["pe", "settings", "τ", "n", "mean ± CI", "sd", "min", "max"]
+        lines += _md_table([*header, "ρ = 0 / ≥"], body)
+        lines += _not_learned_caveat(summary, panel["_hash"], "in this table")
+    return lines
+
+
+def _ratio_number(value) -> str:
+    return "–" if value is None else f"{value:.3g}"
+
+
+def _ratio_cell(row: dict) -> str:
+    """ρ's mean ± CI half-width, or (n=1), or – without runs."""
+    if row["n_seeds"] == 0:
+        return "–"
+    if row["n_seeds"] == 1:
+        return f"{_ratio_number(row['mean'])} (n=1)"
+    return f"{_ratio_number(row['mean'])} ± {_ratio_number(row['ci95_high'] - row['mean'])}"
+
+
 def _ranking_section(summary: Summary) -> list[str]:
-    lines = [RANKING]
+    thresholds = ", ".join(ratio_key(t) for t in summary.ratio_thresholds)
+    ratios = (
+        f" ρ_τ (τ = {thresholds}): the mean over the configurations and protocols a PE was "
+        f"ranked in of their ρ_τ ({STATISTIC_NAMES[summary.statistic]} over seeds)."
+    )
+    lines = [RANKING.format(statistic=STATISTIC_NAMES[summary.statistic], ratios=ratios)]
     ranked, where = summary.ranked, "in the ranked comparisons"
     if not summary.exclude_not_learned:  # otherwise the ranking uses none of them
         lines += _not_learned_caveat(summary, ranked.get("_hash", []), where, "Caveat:")
@@ -224,13 +321,16 @@ def _ranking_section(summary: Summary) -> list[str]:
         lines += [f"No encoding learned {task} in distribution: nothing to rank.", ""]
     if not summary.ranking and not summary.left_out:
         lines += ["No comparison with two or more PEs beyond the training length.", ""]
-    ranking = pd.DataFrame(summary.ranking, columns=RANKING_COLUMNS)
+    rho = [column for column in ranking_columns(summary.ratio_thresholds)[len(RANKING_COLUMNS) :]]
+    ranking = pd.DataFrame(summary.ranking, columns=[*RANKING_COLUMNS, *rho])
     for scope, entries in ranking.groupby("scope", sort=False):
         lines += [f"### {'all tasks' if scope == 'all' else scope}", ""]
         entries = entries.assign(mrr=entries["mrr"].map("{:.3f}".format))
         entries = entries.assign(mean_rank=entries["mean_rank"].map("{:.2f}".format))
-        body = entries[["position", "pe", "mrr", "mean_rank", "n_comparisons", "n_best"]]
-        lines += _md_table(["#", "pe", "MRR", "mean rank", "comparisons", "n_best"], body.values)
+        entries = entries.assign(**{c: entries[c].map(_ratio_number) for c in rho})
+        body = entries[["position", "pe", "mrr", "mean_rank", "n_comparisons", "n_best", *rho]]
+        header = ["#", "pe", "MRR", "mean rank", "comparisons", "n_best"]
+        lines += _md_table([*header, *(f"ρ_{c[len('rho_') :]}" for c in rho)], body.values)
     if summary.left_out:
         body = [[e[k] for k in (*TABLE, "n_comparisons", "reason")] for e in summary.left_out]
         lines += ["### Comparisons left out", ""]
@@ -250,7 +350,7 @@ def _run_list(runs: list, columns: dict[str, str]) -> list[str]:
 def format_markdown(summary: Summary) -> str:
     """The human-readable report: settings, tables of mean ± CI, ranking, flags, failures."""
     lines = [f"# Results summary: `{summary.folder}`", "", *_settings_section(summary)]
-    lines += [*_results_section(summary), *_ranking_section(summary)]
+    lines += [*_results_section(summary), *_ratio_section(summary), *_ranking_section(summary)]
     lines += [f"## Runs that did not learn in distribution (accuracy < {summary.min_accuracy:g})"]
     columns = {"run_dir": "run", **{key: key for key in DESCRIBED}}
     lines += [
@@ -302,9 +402,25 @@ def add_selection_arguments(parser) -> None:
         parser.add_argument(flag, help=HELP[flag], **options)
 
 
+#: aggregate.py's own options (what its tables report), beside ``SELECTION``
+REPORTING = {
+    "--statistic": dict(default="mean", choices=list(STATISTICS)),
+    "--ratio-thresholds": dict(type=float, nargs="+", default=list(RATIO_THRESHOLDS)),
+}
+HELP |= {
+    "--statistic": "what the tables show and the ranking ranks by, over seeds: mean (± 95%% CI, "
+    "the default) or max / min, the statistic of papers that report the best seed (e.g. the "
+    "Chomsky-hierarchy benchmarks: max over seeds)",
+    "--ratio-thresholds": "the τ of the length-generalisation ratio ρ_τ, numbers in (0, 1] "
+    "(default 0.9 0.5)",
+}
+
+
 def summary_from_arguments(args) -> Summary | None:
-    """Aggregate ``args.folder`` as the shared options say; None (message printed) on bad input."""
-    options = {flag[2:].replace("-", "_") for flag in SELECTION}
+    """Aggregate ``args.folder`` as the options say (``SELECTION``, and ``REPORTING`` where the
+    parser has them); None (message printed) on bad input."""
+    flags = [*SELECTION, *(flag for flag in REPORTING if hasattr(args, _dest(flag)))]
+    options = {_dest(flag) for flag in flags}
     try:
         return aggregate(args.folder, **{name: getattr(args, name) for name in options})
     except (ValueError, FileNotFoundError) as error:
@@ -312,15 +428,21 @@ def summary_from_arguments(args) -> Summary | None:
         return None
 
 
+def _dest(flag: str) -> str:
+    return flag[2:].replace("-", "_")
+
+
 def main(argv: list[str] | None = None) -> int:
     """The CLI behind scripts/aggregate.py."""
     parser = argparse.ArgumentParser(
         prog="aggregate.py",
-        description="Summarise a sweep folder: summary.csv, summary.md, ranking.csv, "
+        description="Summarise a sweep folder: summary.csv, summary.md, ratios.csv, ranking.csv, "
         "failed.csv, runs.csv (mean ± 95%% CI over seeds). See docs/analysis.md.",
     )
     parser.add_argument("folder", type=Path, help="a sweep folder (searched recursively)")
     add_selection_arguments(parser)
+    for flag, options in REPORTING.items():
+        parser.add_argument(flag, help=HELP[flag], **options)
     summary = summary_from_arguments(parser.parse_args(argv))
     if summary is None:
         return 2

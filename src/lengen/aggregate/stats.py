@@ -1,6 +1,8 @@
 """The statistics of a sweep (pandas, scipy.stats): per configuration × length × protocol the
-mean, std, 95% t-interval and best over seeds, the trivial baseline and the spread over position
-draws; the settings that tell configurations apart; the MRR ranking of PEs (docs/analysis.md)."""
+mean, std, 95% t-interval, min, max, best and worst over seeds, the trivial baseline and the
+spread over position draws; per configuration × protocol the length-generalisation ratio ρ_τ
+over seeds; the settings that tell configurations apart; the MRR ranking of PEs
+(docs/analysis.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,10 @@ from lengen.results import (
     LEARNED_ACCURACY,
     LM_FALLBACK_METRIC,
     METRIC_DIRECTIONS,
+    RATIO_THRESHOLDS,
+    length_ratio,
     length_unit,
+    ratio_key,
     result_tags,
     results_name,
 )
@@ -35,10 +40,31 @@ SUMMARY_COLUMNS = (
     *("config_hash", "pe", "task", "model", "train_len", "settings", "protocol", "length"),
     *("in_distribution", "metric", "n_seeds", "seeds", "mean", "std", "ci95_low", "ci95_high"),
     *("best_of_seeds", "n_not_learned", "n_examples", "chance_accuracy", "baseline"),
-    *("above_baseline", "draw_std", "position_draws"),
+    *("above_baseline", "draw_std", "position_draws", "worst_of_seeds", "min", "max"),
+)
+#: ratios.csv: ρ_τ per configuration × protocol × τ, over seeds (``ratio_rows``)
+RATIO_COLUMNS = (
+    *("config_hash", "pe", "task", "model", "train_len", "settings", "protocol", "metric"),
+    *("tau", "n_seeds", "seeds", "mean", "std", "ci95_low", "ci95_high", "min", "max"),
+    *("n_zero", "n_capped", "longest_ratio", "n_not_learned"),
 )
 RANKING_COLUMNS = ("scope", "position", "pe", "mrr", "mean_rank", "n_comparisons", "n_best")
 RANKING_COLUMNS += ("task", "model", "train_len", "protocol", "reason")  # left-out comparisons
+#: the seed statistic the tables show and the ranking ranks by (``--statistic``): the mean, or
+#: the maximum / minimum over seeds, as papers that report the best seed do
+STATISTICS = ("mean", "max", "min")
+
+
+def ratio_column(threshold: float) -> str:
+    """ranking.csv's column of a PE's ρ_τ: ``rho_0.9``."""
+    return f"rho_{ratio_key(threshold)}"
+
+
+def ranking_columns(thresholds=RATIO_THRESHOLDS) -> tuple[str, ...]:
+    """ranking.csv's columns: ``RANKING_COLUMNS``, then one ρ_τ column per threshold."""
+    return (*RANKING_COLUMNS, *map(ratio_column, thresholds))
+
+
 TABLE = ["task", "model", "train_len", "protocol"]  # one table of summary.md each
 COMPARISON = ["task", "_rank_hash", "length", "protocol", "metric"]  # one ranking each
 
@@ -55,7 +81,10 @@ class Summary:
     tag: str | None
     runs: list[RunRecord]
     reached_criterion: bool = False
+    statistic: str = "mean"
+    ratio_thresholds: tuple[float, ...] = RATIO_THRESHOLDS
     rows: list[dict] = field(default_factory=list)
+    ratios: list[dict] = field(default_factory=list)  # ratios.csv: ρ_τ over seeds
     ranking: list[dict] = field(default_factory=list)
     left_out: list[dict] = field(default_factory=list)  # comparisons no encoding learned
     ignored_tag_files: list[str] = field(default_factory=list)
@@ -67,6 +96,7 @@ class Summary:
     aggregated = property(lambda self: [r for r in self.runs if r.status == "ok"])
     not_learned = property(lambda self: [r for r in self.aggregated if r.learned is False])
     table = property(lambda self: pd.DataFrame(self.rows, columns=list(SUMMARY_COLUMNS)))
+    ratio_table = property(lambda self: pd.DataFrame(self.ratios, columns=list(RATIO_COLUMNS)))
 
 
 def aggregate(
@@ -77,37 +107,52 @@ def aggregate(
     exclude_not_learned: bool = False,
     tag: str | None = None,
     reached_criterion: bool = False,
+    statistic: str = "mean",
+    ratio_thresholds=RATIO_THRESHOLDS,
 ) -> Summary:
-    """Find, load, group and summarise every run below ``folder``."""
+    """Find, load, group and summarise every run below ``folder``; ``statistic`` is what the
+    tables show and the ranking ranks by, ``ratio_thresholds`` the τ of ρ_τ."""
     if metric not in METRIC_DIRECTIONS:
         raise ValueError(f"metric must be one of {', '.join(METRIC_DIRECTIONS)}; got {metric!r}")
     if not 0.0 <= min_accuracy <= 1.0:
         raise ValueError(f"min_accuracy must be in [0, 1], got {min_accuracy}")
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic must be one of {', '.join(STATISTICS)}; got {statistic!r}")
+    ratio_thresholds = tuple(float(t) for t in ratio_thresholds)
+    if not ratio_thresholds or not all(0 < t <= 1 for t in ratio_thresholds):
+        raise ValueError(f"ratio thresholds must be numbers in (0, 1], got {ratio_thresholds}")
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: not a directory")
     runs = load_runs(folder, tag, min_accuracy, reached_criterion)
     args = (folder, metric, min_accuracy, exclude_not_learned, tag, runs, reached_criterion)
-    summary = Summary(*args)
+    summary = Summary(*args, statistic=statistic, ratio_thresholds=ratio_thresholds)
     if tag is None:  # re-evaluations are listed, never mixed in
         summary.ignored_tag_files = [
             f"{run.name}/{results_name(t)}" for run in runs for t in result_tags(run.path)
         ]
     summary.rows = summary_rows(summary)
-    summary.ranking, summary.left_out, summary.ranked = rank_pes(summary.rows)
+    summary.ratios = ratio_rows(summary)
+    summary.ranking, summary.left_out, summary.ranked = rank_pes(
+        summary.rows, statistic, summary.ratios
+    )
     return summary
 
 
 def seed_statistics(values: list[float], higher_is_better: bool) -> dict:
-    """n, mean, sample std (ddof = 1), the 95% Student t interval mean ± t_{0.975, n−1} · std / √n
-    and the best of ``values`` (one per seed); None where n is too small for a statistic. The
-    sums are correctly rounded (``math.fsum``): the result does not depend on the seeds' order."""
+    """n, mean, sample std (ddof = 1), the 95% Student t interval mean ± t_{0.975, n−1} · std / √n,
+    ``min`` and ``max``, and the best and worst of ``values`` (one per seed) by the metric's
+    direction; None where n is too small for a statistic. The sums are correctly rounded
+    (``math.fsum``): the result does not depend on the seeds' order."""
     n, values = len(values), pd.Series(values, dtype=float)
-    stats = dict.fromkeys(("mean", "std", "ci95_low", "ci95_high", "best_of_seeds"))
+    keys = ("mean", "std", "ci95_low", "ci95_high", "best_of_seeds", "worst_of_seeds")
+    stats = dict.fromkeys((*keys, "min", "max"))
     if n >= 1:
         mean = math.fsum(values) / n
-        best = values.max() if higher_is_better else values.min()  # NaN-skipping, like pandas
-        stats |= {"mean": mean, "best_of_seeds": float(best)}
+        low, high = float(values.min()), float(values.max())  # NaN-skipping, like pandas
+        best, worst = (high, low) if higher_is_better else (low, high)
+        stats |= {"mean": mean, "best_of_seeds": best, "worst_of_seeds": worst}
+        stats |= {"min": low, "max": high}
     if n >= 2:
         std = math.sqrt(math.fsum((values - mean) ** 2) / (n - 1))
         half_width = float(scipy.stats.t.ppf(0.975, n - 1) * std / math.sqrt(n))
@@ -133,12 +178,12 @@ def summary_rows(summary: Summary) -> list[dict]:
         metric = next((m for row in rows for m in metrics if row.get(m) is not None), metrics[0])
         learned = [run.learned for run, _ in members]  # True, False, None: not checked
         counted = [  # a null value is no sample (a NaN is: it makes the mean NaN)
-            (run.results["seed"], row)
+            (run, row)
             for run, row in members
             if row.get(metric) is not None
             and not (summary.exclude_not_learned and run.learned is False)
         ]
-        counted.sort(key=lambda pair: pair[0])
+        counted.sort(key=lambda pair: pair[0].seed_key)
         stat = seed_statistics([row[metric] for _, row in counted], METRIC_DIRECTIONS[metric])
         chances = {row.get("chance_accuracy") for row in rows} - {None}
         baseline = _mean([row.get(f"baseline_{metric}") for _, row in counted])
@@ -154,7 +199,7 @@ def summary_rows(summary: Summary) -> list[dict]:
                 "in_distribution": bool(rows[0].get("in_distribution")),
                 "metric": metric,
                 "n_seeds": stat.pop("n"),
-                "seeds": " ".join(str(seed) for seed, _ in counted),
+                "seeds": " ".join(run.seed_label for run, _ in counted),
                 **stat,
                 "n_not_learned": learned.count(False),
                 "n_examples": min(row["n_examples"] for row in rows),
@@ -176,6 +221,62 @@ def summary_rows(summary: Summary) -> list[dict]:
     named = ("task", "model", "pe")
     order = ("task", "model", "train_len", "protocol", "pe", "settings", "length")
     return sorted(out, key=lambda r: tuple(str(r[k]) if k in named else r[k] for k in order))
+
+
+def ratio_rows(summary: Summary) -> list[dict]:
+    """ρ_τ over seeds per configuration × protocol × τ (ratios.csv; ``RATIO_COLUMNS``, and
+    ``_hash``): each run's ρ_τ from its own rows (``lengen.results.length_ratio``) on the
+    metric of the configuration's summary rows (ppl on language-modelling rows, relative to the
+    training length), then ``seed_statistics`` over the runs (larger ρ is better). ``n_zero``
+    counts runs whose ρ is 0 (τ failed at the training length), ``n_capped`` those that kept τ
+    up to their longest length (ρ a lower bound there)."""
+    cells = defaultdict(list)  # (hash, protocol) -> [(run, its rows of that protocol)]
+    for run in summary.aggregated:
+        for protocol in sorted({row["protocol"] for row in run.results["eval"]}):
+            rows = [row for row in run.results["eval"] if row["protocol"] == protocol]
+            cells[run.config_hash, protocol].append((run, rows))
+    described = {(row["_hash"], row["protocol"]): row for row in summary.rows}
+    out = []
+    for (digest, protocol), members in cells.items():
+        row = described[digest, protocol]
+        train_len, metric = row["train_len"], row["metric"]
+        members.sort(key=lambda member: member[0].seed_key)
+        kept = [
+            (run, rows)
+            for run, rows in members
+            if not (summary.exclude_not_learned and run.learned is False)
+        ]
+        for tau in summary.ratio_thresholds:
+            ratios = [(run, rows, length_ratio(rows, train_len, tau, metric)) for run, rows in kept]
+            ratios = [(run, rows, ratio) for run, rows, ratio in ratios if ratio is not None]
+            longest = [max(r["length"] for r in rows) / train_len for _, rows, _ in ratios]
+            stat = seed_statistics([ratio for *_, ratio in ratios], higher_is_better=True)
+            out.append(
+                {
+                    **{key: row[key] for key in RATIO_COLUMNS[:6]},
+                    "protocol": protocol,
+                    "metric": metric,
+                    "tau": tau,
+                    "n_seeds": stat.pop("n"),
+                    "seeds": " ".join(run.seed_label for run, *_ in ratios),
+                    **{key: stat[key] for key in ("mean", "std", "ci95_low", "ci95_high")},
+                    **{key: stat[key] for key in ("min", "max")},
+                    "n_zero": sum(ratio == 0 for *_, ratio in ratios),
+                    "n_capped": sum(
+                        ratio > 0 and ratio >= bound
+                        for (*_, ratio), bound in zip(ratios, longest, strict=True)
+                    ),
+                    "longest_ratio": max(longest, default=None),
+                    "n_not_learned": sum(run.learned is False for run, _ in members),
+                    "_hash": digest,
+                }
+            )
+    order = ("task", "model", "train_len", "protocol", "pe", "settings")
+    named = ("task", "model", "pe")
+    # as summary.csv's rows, then τ from the strictest down (0.9 before 0.5)
+    return sorted(
+        out, key=lambda r: (*(str(r[k]) if k in named else r[k] for k in order), -r["tau"])
+    )
 
 
 def _mean(values: list) -> float | None:
@@ -237,16 +338,20 @@ def average_ranks(values: list[float], higher_is_better: bool = True) -> list[fl
     return keys.rank(method="average", na_option="bottom").tolist()
 
 
-def rank_pes(rows: list[dict]) -> tuple[list[dict], list[dict], pd.DataFrame]:
+def rank_pes(
+    rows: list[dict], statistic: str = "mean", ratios: list[dict] | None = None
+) -> tuple[list[dict], list[dict], pd.DataFrame]:
     """The mean reciprocal rank of each PE (over all tasks: scope 'all'; with several tasks, per
     task: 'task=<name>'), the comparisons left out, and the ranked rows with their ``rank``.
 
     A comparison is one (configuration without its PE, length beyond training, protocol,
-    metric). It is ranked when it holds at least two PEs with a mean and some run in it learned
+    metric). It is ranked when it holds at least two PEs with a value and some run in it learned
     the task in distribution (or could not be checked: language modelling): PEs are ranked by
-    mean, ties sharing the average rank, and each scores 1/rank; MRR = mean score over the
-    comparisons a PE takes part in. Comparisons of two PEs or more in which none learned are
-    left out, counted per task, model, train_len and protocol."""
+    ``statistic`` over seeds (mean, max or min), ties sharing the average rank, and each scores
+    1/rank; MRR = mean score over the comparisons a PE takes part in. Comparisons of two PEs or
+    more in which none learned are left out, counted per task, model, train_len and protocol.
+    With ``ratios`` (``ratio_rows``), each entry also gets ``rho_<τ>``: the mean over the
+    configurations × protocols it was ranked in of their ρ_τ (that ``statistic`` over seeds)."""
     table = pd.DataFrame([r for r in rows if not r["in_distribution"]], dtype=object)
     if table.empty:
         return [], [], table
@@ -261,7 +366,7 @@ def rank_pes(rows: list[dict]) -> tuple[list[dict], list[dict], pd.DataFrame]:
     ]
     table = table[learned & (table["n_seeds"] > 0)]
     ranks = [
-        pd.Series(average_ranks(list(members["mean"]), METRIC_DIRECTIONS[metric]), members.index)
+        pd.Series(average_ranks(list(members[statistic]), METRIC_DIRECTIONS[metric]), members.index)
         for (*_, metric), members in table.groupby(COMPARISON, sort=False, dropna=False)
         if len(members) >= 2
     ]
@@ -286,4 +391,24 @@ def rank_pes(rows: list[dict]) -> tuple[list[dict], list[dict], pd.DataFrame]:
     ranking["position"] = ranking.groupby("scope", sort=False).cumcount() + 1
     ranking = ranking.rename(columns={"label": "pe"})
     order = ["scope", "pe", "mrr", "mean_rank", "n_comparisons", "n_best", "position"]
-    return ranking[order].to_dict("records"), left_out, table
+    ranking = ranking[order].merge(
+        _ranked_ratios(pd.concat(scopes), ratios or [], statistic), how="left", on=["scope", "pe"]
+    )
+    ranking = ranking.astype(object).where(ranking.notna(), None)
+    return ranking.to_dict("records"), left_out, table
+
+
+def _ranked_ratios(ranked: pd.DataFrame, ratios: list[dict], statistic: str) -> pd.DataFrame:
+    """Per (scope, PE label): ``rho_<τ>``, the mean of ``statistic`` of ρ_τ over the
+    configurations × protocols in which the label was ranked (each counts once)."""
+    if not ratios:
+        return pd.DataFrame(columns=["scope", "pe"])
+    pairs = ranked[["scope", "label", "_hash", "protocol"]].drop_duplicates()
+    frame = pd.DataFrame(ratios)[["_hash", "protocol", "tau", statistic]]
+    merged = pairs.merge(frame, on=["_hash", "protocol"]).dropna(subset=[statistic])
+    means = merged.groupby(["scope", "label", "tau"], sort=False)[statistic].agg(
+        lambda values: math.fsum(values) / len(values)
+    )
+    wide = means.unstack("tau")
+    wide.columns = [ratio_column(tau) for tau in wide.columns]
+    return wide.reset_index().rename(columns={"label": "pe"})

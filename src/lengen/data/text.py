@@ -33,8 +33,9 @@ from lengen.data.text_prep import (
 from lengen.schema import Options, integer, number, option
 
 #: keys of a text data node that are not TextData's options: lengen's ``name`` and the
-#: DataModule's ``num_workers`` (``lengen.build.OWN_KEYS``: never passed to TextData)
-NOT_OPTIONS = ("name", "num_workers")
+#: DataModule's ``num_workers`` (``lengen.build.OWN_KEYS``: never passed to TextData) and
+#: the run's ``seed`` (``lengen.options.DataSeedOptions``: passed as the ``seed`` keyword)
+NOT_OPTIONS = ("name", "num_workers", "seed")
 
 
 # -- the typed config ----------------------------------------------------------------------------

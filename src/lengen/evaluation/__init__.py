@@ -6,9 +6,15 @@ which scorer runs is what the data source names as its ``evaluation_kind``
 accuracy and exact match, accuracy by depth) or ``text`` (``evaluation.text``: perplexity under
 ``nonoverlap`` / ``sliding`` windows, loss by position). ``evaluation.metrics`` holds the summed
 batch statistics that training shares.
+
+Why a run extrapolates as far as it does goes into ``report`` (results.json beside the rows):
+``attention_diagnostics`` (``evaluation.diagnostics``, every kind, ``eval.diagnostics``) and
+``accuracy_by_answer_position`` (``evaluation.by_position``, tasks).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from lengen.evaluation.tasks import evaluate_task
 from lengen.evaluation.text import evaluate_text
@@ -17,19 +23,43 @@ from lengen.evaluation.text import evaluate_text
 EVALUATORS = {"tasks": evaluate_task, "text": evaluate_text}
 
 
-def evaluate(data, model, lengths: list[int], *, settings, output_dir=None, tag="", progress=True):
-    """Rows at every length; extra per-run files (loss by position, accuracy by depth) go to
-    ``output_dir`` with ``tag`` (``""`` for results.json, ``".<tag>"`` for eval.py's)."""
+def evaluate(
+    data,
+    model,
+    lengths: list[int],
+    *,
+    settings,
+    output_dir=None,
+    tag="",
+    progress=True,
+    report: dict | None = None,
+):
+    """Rows at every length; extra per-run files (loss by position, accuracy by depth and by
+    answer position, attention diagnostics) go to ``output_dir`` with ``tag`` (``""`` for
+    results.json, ``".<tag>"`` for eval.py's); sections for results.json go into ``report``."""
     try:
         scorer = EVALUATORS[getattr(data, "evaluation_kind", None)]
     except KeyError:
         raise TypeError(f"no evaluator for data of type {type(data).__name__}") from None
-    return scorer(
-        data,
-        model,
-        lengths,
-        settings=settings,
-        output_dir=output_dir,
-        tag=tag,
-        progress=progress,
-    )
+    sections: dict = {}
+    rows = scorer(data, model, lengths, settings=settings, output_dir=output_dir, tag=tag,
+                  progress=progress, report=sections)  # fmt: skip
+    if settings.get("diagnostics", False):  # after scoring: it cannot change a row
+        from lengen.evaluation.diagnostics import attention_diagnostics
+
+        sections["attention_diagnostics"] = attention_diagnostics(
+            data,
+            model,
+            [row["length"] for row in rows],
+            samples=settings.get("diagnostics_samples", 4),
+            evaluated=settings.samples,
+        )
+        if output_dir is not None and sections["attention_diagnostics"]["lengths"]:
+            from lengen.plots.run import plot_attention_diagnostics
+
+            stem = Path(output_dir) / f"attention_diagnostics{tag}"
+            diagnostics = sections["attention_diagnostics"]
+            plot_attention_diagnostics(diagnostics, stem, dpi=settings.get("plot_dpi"))
+    if report is not None:
+        report.update(sections)
+    return rows

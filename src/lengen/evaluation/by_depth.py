@@ -1,9 +1,12 @@
 """Exactness by depth for tasks that locate their answer (passkey, associative recall).
 
 ``task.depth(inputs)`` says where each held-out instance hides its answer, as a fraction of the
-input (0: the start, 1: the end). The same instances as the results rows (fixed evaluation seed)
-are scored teacher-forced once more, and grouped into ``bins`` equal depth bins per length:
-``accuracy_by_depth<tag>.json`` and a heatmap ``accuracy_by_depth<tag>.png`` (length × depth).
+input (0: the start, 1: the end); every task that defines it gets this report
+(``TaskData.locates_answer``), in any model kind and layout. The same instances as the results
+rows (fixed evaluation seed) are scored teacher-forced once more, and grouped into ``bins``
+equal depth bins per length: ``accuracy_by_depth<tag>.json`` and a heatmap
+``accuracy_by_depth<tag>.png`` (length × depth). Over seeds, per configuration: scripts/plot.py
+(``lengen.aggregate.diagnostics``).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from lengen.data.task_data import IGNORE, format_batch
+from lengen.data.task_data import IGNORE
 
 
 @torch.no_grad()
@@ -35,10 +38,9 @@ def depth_report(
     for length in sorted(set(lengths)):
         inputs = data.held_out_inputs(length, samples, data.eval_seed)  # (N, n) as evaluated
         which = (task.depth(inputs) * bins).long().clamp(0, bins - 1)  # (N,)
-        batch_size = max(1, max_tokens_per_batch // data.max_position(length))
+        batch_size = max(1, max_tokens_per_batch // data.sequence_length(length))
         correct_parts, scored_parts = [], []
-        for chunk in inputs.split(batch_size):
-            batch = format_batch(chunk, task.solve(chunk), data.model_kind)
+        for batch in data.batches_of(inputs, batch_size):  # the task's own layout (grids too)
             logits = model(**{k: v.to(device) for k, v in batch["inputs"].items()})
             targets = batch["targets"].to(device)
             scored = targets != IGNORE  # (B, T)

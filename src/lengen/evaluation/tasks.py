@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 from lengen.checks import EvaluationOutOfMemory
 from lengen.data.source import mix_seed
 from lengen.data.task_data import IGNORE, TaskData, max_position, sequence_length
+from lengen.evaluation.by_position import PositionTally, position_section, teacher_forced_correct
 from lengen.evaluation.metrics import add_stats, batch_stats, loss_sum, summarise
 from lengen.measure import batch_size_for, is_out_of_memory, measured_with_oom_halving
 from lengen.options import PROTOCOLS
@@ -87,14 +88,24 @@ def greedy_generate(model: torch.nn.Module, inputs: dict, targets: Tensor) -> Te
     return torch.stack(generated, dim=1)  # (B, m)
 
 
+def greedy_correct(model: torch.nn.Module, inputs: dict, targets: Tensor) -> Tensor:
+    """Whether each generated answer token equals the answer's -> (B, m) bool."""
+    start, _ = answer_span(targets)
+    return greedy_generate(model, inputs, targets) == targets[:, start:]  # (B, m)
+
+
 def greedy_stats(
-    model: torch.nn.Module, inputs: dict, targets: Tensor, logits: Tensor
+    model: torch.nn.Module,
+    inputs: dict,
+    targets: Tensor,
+    logits: Tensor,
+    correct: Tensor | None = None,
 ) -> dict[str, float]:
     """Summed statistics of one batch under greedy decoding; ``logits`` (B, T, V), the
-    teacher-forced forward pass of the batch, gives the loss."""
-    start, _ = answer_span(targets)
-    answers = targets[:, start:]  # (B, m)
-    correct = greedy_generate(model, inputs, targets) == answers  # (B, m)
+    teacher-forced forward pass of the batch, gives the loss; ``correct`` (B, m), the batch's
+    ``greedy_correct`` where the caller has it."""
+    if correct is None:
+        correct = greedy_correct(model, inputs, targets)  # (B, m)
     return {
         "loss_sum": float(loss_sum(logits, targets)),
         "tokens": float(correct.numel()),
@@ -113,12 +124,16 @@ def evaluate_task(
     output_dir: Path | None = None,
     tag: str = "",
     progress: bool = True,
+    report: dict | None = None,
 ) -> list[dict]:
     """Results rows at every length (the ``eval`` config group in ``settings``).
 
-    Tasks that locate their answer (``task.depth``, e.g. passkey) also write
+    Accuracy by answer position (``evaluation.by_position``) goes into ``report`` (results.json's
+    ``accuracy_by_answer_position``) and, with its heatmap, ``accuracy_by_position<tag>`` into
+    ``output_dir``. Tasks that locate their answer (``task.depth``, e.g. passkey) also write
     ``accuracy_by_depth<tag>.json`` and its figure into ``output_dir``; ``tag`` is ``""`` for
     results.json and ``".<tag>"`` for eval.py's results.<tag>.json."""
+    tallies: dict[int, PositionTally] = {}
     rows = score_lengths(
         model,
         data,
@@ -128,7 +143,16 @@ def evaluate_task(
         protocol=settings.decoding,
         position_draws=settings.get("position_draws", 1),
         progress=progress,
+        by_position=tallies,
     )
+    section = position_section(tallies, data.train_len)
+    if report is not None:
+        report["accuracy_by_answer_position"] = section
+    if output_dir is not None and tallies:
+        from lengen.plots.run import plot_position_heatmap
+
+        stem = Path(output_dir) / f"accuracy_by_position{tag}"
+        plot_position_heatmap(section, stem, dpi=settings.get("plot_dpi"))
     if output_dir is not None and data.locates_answer:
         from lengen.evaluation.by_depth import depth_report, write_depth_report
 
@@ -154,11 +178,14 @@ def score_lengths(
     protocol: str = "teacher_forced",
     position_draws: int = 1,
     progress: bool = True,
+    by_position: dict | None = None,
 ) -> list[dict]:
     """Score ``samples`` distinct held-out instances at each exact length -> rows sorted by
     length. Models that randomize positions at evaluation are scored under ``position_draws``
     draws per length (seeded by the evaluation seed, the length and the draw); their rows hold
-    the mean over draws and ``<metric>_draw_std``, the spread across draws."""
+    the mean over draws and ``<metric>_draw_std``, the spread across draws. ``by_position``, a
+    dict, receives a ``PositionTally`` per length (``evaluation.by_position``), summed over
+    draws."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"eval.decoding must be one of {', '.join(PROTOCOLS)}; got {protocol!r}")
     was_training = model.training
@@ -172,34 +199,42 @@ def score_lengths(
     for length in tqdm(sorted(set(lengths)), desc="evaluate", unit="length", disable=not progress):
         inputs = data.held_out_inputs(length, samples, data.eval_seed)  # (N, n), distinct
 
-        def score(batch_size: int, inputs: Tensor = inputs) -> tuple[dict[str, float], dict]:
+        def score(batch_size: int, inputs: Tensor = inputs):
+            """-> (summed statistics, the last batch, its PositionTally)"""
             totals: dict[str, float] = {}
+            tally = PositionTally()
             for batch in data.batches_of(inputs, batch_size):
                 model_inputs = {k: v.to(device) for k, v in batch["inputs"].items()}
                 targets = batch["targets"].to(device)
                 logits = model(**model_inputs)
+                tally.add("teacher_forced", *teacher_forced_correct(logits, targets))
                 if protocol == "greedy":
-                    add_stats(totals, greedy_stats(model, model_inputs, targets, logits))
+                    correct = greedy_correct(model, model_inputs, targets)  # (B, m)
+                    tally.add("greedy", correct, torch.ones_like(correct))
+                    add_stats(totals, greedy_stats(model, model_inputs, targets, logits, correct))
                 else:
                     add_stats(totals, batch_stats(logits, targets))
-            return totals, batch
+            return totals, batch, tally
 
         batch_size = batch_size_for(
             data.sequence_length(length), token_budget=max_tokens_per_batch, max_batch_size=samples
         )
-        per_draw, costs = [], []
+        per_draw, costs, tally = [], [], PositionTally()
         for draw in range(draws):
             for pe in drawing:
                 pe.draw_seed = mix_seed(data.eval_seed, length, draw)
             try:
-                (totals, batch), cost = measured_with_oom_halving(score, batch_size, device)
+                (totals, batch, drawn), cost = measured_with_oom_halving(score, batch_size, device)
             except Exception as error:
                 raise_if_out_of_memory(error, length, rows, device)
                 raise
+            tally.merge(drawn)
             per_draw.append(summarise(totals))
             costs.append(cost)
         for pe in drawing:
             pe.draw_seed = None
+        if by_position is not None:
+            by_position[length] = tally
         baseline_accuracy, baseline_exact = constant_baseline(data.task.solve(inputs))
         rows.append(
             {

@@ -53,12 +53,13 @@ def window_plan(n_targets: int, length: int, stride: int):
 
 
 def evaluate_text(
-    data: TextData, model, lengths, *, settings, output_dir=None, tag="", progress=True
+    data: TextData, model, lengths, *, settings, output_dir=None, tag="", progress=True, report=None
 ):
     """One row per length (perplexity, bits per byte), and the loss by position in the
     window written to ``loss_by_position<tag>.json`` / ``.png`` in ``output_dir``. Rows also
     carry ``seconds``, ``peak_mem_mb`` and ``batch_size`` (windows per batch, halved after
-    an out-of-memory error)."""
+    an out-of-memory error). ``report`` (sections for results.json) receives nothing here: the
+    loss by position has its own file."""
     from lengen.measure import measured_with_oom_halving
 
     protocol = settings.get("protocol", "nonoverlap")

@@ -317,3 +317,140 @@ def plot_attention_distance(report, distances, stem, formats=("png", "pdf"), dpi
         ax.grid(alpha=0.3)
         ax.legend(frameon=False, fontsize=8)
     return save_figure(fig, stem, formats, dpi=dpi)
+
+
+#: the scalar attention statistics a run's diagnostics figure draws, with their axis labels
+DIAGNOSTIC_LABELS = {
+    "entropy": "entropy (nats)",
+    "entropy_normalized": "entropy / log(keys seen)",
+    "max_weight": "largest weight",
+    "sink_mass": "mass on the first token",
+}
+_HEAD_MARKERS = "osD^vPX*h<>p"
+
+
+def attention_diagnostics_figure(section: dict):
+    """The figure of :func:`plot_attention_diagnostics`, not saved: one row per layer, one
+    column per statistic (:data:`DIAGNOSTIC_LABELS`), each head a line against the evaluation
+    length; the training length dashed. ``section``: results.json's ``attention_diagnostics``."""
+    plt = pyplot()
+    lengths = sorted(int(length) for length in section["lengths"])
+    layers = [name for name in section["layers"]
+              if any(name in section["lengths"][str(n)]["layers"] for n in lengths)]  # fmt: skip
+    palette = list(OKABE_ITO.values())
+    with plt.rc_context(PAPER_RC):
+        fig, axes = plt.subplots(len(layers), len(DIAGNOSTIC_LABELS), squeeze=False,
+                                 figsize=(2.6 * len(DIAGNOSTIC_LABELS), 1.9 * len(layers) + 1.0),
+                                 layout="constrained", sharex=True)  # fmt: skip
+        for row, layer in enumerate(layers):
+            for column, (statistic, label) in enumerate(DIAGNOSTIC_LABELS.items()):
+                ax = axes[row][column]
+                per_length = [section["lengths"][str(n)]["layers"].get(layer) for n in lengths]
+                n_heads = max(len(stats[statistic]) for stats in per_length if stats)
+                for head in range(n_heads):
+                    values = _floats([stats[statistic][head] if stats else None
+                                      for stats in per_length])  # fmt: skip
+                    ax.plot(lengths, values, color=palette[head % len(palette)],
+                            marker=_HEAD_MARKERS[head % len(_HEAD_MARKERS)], markersize=3,
+                            linewidth=1.2, label=f"head {head}")  # fmt: skip
+                length_axis(ax, lengths, section["train_len"])
+                ax.minorticks_off()
+                ax.set_xlabel("evaluation length" if row == len(layers) - 1 else "")
+                if statistic != "entropy":  # fractions of the weight, or of the maximum
+                    ax.set_ylim(-0.03, 1.03)
+                ax.set_title(f"layer {layer}: {label}", fontsize=8)
+                ax.grid(alpha=0.3)
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 9),
+                   frameon=False, fontsize=8)  # fmt: skip
+        fig.suptitle(f"attention per layer and head, mean over queries of "
+                     f"{section['samples']} instances per length", fontsize=9)  # fmt: skip
+    return fig
+
+
+def distance_buckets_figure(section: dict):
+    """The companion figure: per layer, the attention mass (mean over heads) by distance bucket
+    (columns: 0, 1, 2–3, …) at each evaluation length (rows), viridis on [0, 1]; lengths up to
+    the training length are labelled (trained)."""
+    import numpy as np
+
+    plt = pyplot()
+    lengths = sorted(int(length) for length in section["lengths"])
+    buckets = section["buckets"]
+    layers = [name for name in section["layers"]
+              if any(name in section["lengths"][str(n)]["layers"] for n in lengths)]  # fmt: skip
+    with plt.rc_context(PAPER_RC):
+        fig, axes = plt.subplots(1, len(layers), squeeze=False, layout="constrained",
+                                 figsize=(0.5 * len(buckets) * len(layers) + 2.0,
+                                          0.35 * len(lengths) + 1.8))  # fmt: skip
+        for index, layer in enumerate(layers):
+            grid = np.full((len(lengths), len(buckets)), np.nan)
+            for row, length in enumerate(lengths):
+                stats = section["lengths"][str(length)]["layers"].get(layer)
+                if stats:
+                    mass = np.asarray(stats["bucket_mass"], dtype=np.float64)  # (H, buckets)
+                    grid[row, : mass.shape[1]] = mass.mean(axis=0)
+            ax = axes[0][index]
+            image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+            ax.set_xticks(range(len(buckets)), buckets, rotation=60)
+            ax.set_yticks(range(len(lengths)), [f"{n} (trained)" if n <= section["train_len"]
+                                                else str(n) for n in lengths])  # fmt: skip
+            ax.set_xlabel("distance |i − j| (tokens)")
+            ax.set_title(f"layer {layer}", fontsize=9)
+        axes[0][0].set_ylabel("evaluation length")
+        fig.colorbar(image, ax=axes, label="attention mass (mean over heads)", shrink=0.9)
+    return fig
+
+
+def plot_attention_diagnostics(section: dict, stem: str | Path, dpi: int | None = None):
+    """``<stem>.{png,pdf}`` (:func:`attention_diagnostics_figure`) and
+    ``<stem>_distance.{png,pdf}`` (:func:`distance_buckets_figure`) -> the paths written."""
+    stem = figure_stem(stem)
+    paths = save_figure(attention_diagnostics_figure(section), stem, dpi=dpi)
+    distance_stem = stem.with_name(f"{stem.name}_distance")
+    return paths + save_figure(distance_buckets_figure(section), distance_stem, dpi=dpi)
+
+
+def position_figure(section: dict):
+    """The figure of :func:`plot_position_heatmap`, not saved: per protocol, accuracy by answer
+    position (columns; bins of ``bin_width`` positions for long answers) × evaluation length
+    (rows), viridis on [0, 1]; a dashed line after the longest answer of a training length."""
+    import numpy as np
+
+    plt = pyplot()
+    train_len = section["train_len"]
+    protocols = section["protocols"]
+    with plt.rc_context(PAPER_RC):
+        fig, axes = plt.subplots(len(protocols), 1, squeeze=False, layout="constrained",
+                                 figsize=(6.4, (0.3 * max(map(len, protocols.values())) + 1.4)
+                                          * len(protocols)))  # fmt: skip
+        for ax, (protocol, by_length) in zip(axes[:, 0], protocols.items(), strict=True):
+            lengths = sorted(int(length) for length in by_length)
+            entries = [by_length[str(n)] for n in lengths]
+            extent = max(len(e["accuracy"]) * e["bin_width"] for e in entries)  # positions
+            grid = np.full((len(lengths), extent), np.nan)
+            for row, entry in enumerate(entries):
+                values = np.repeat(_floats(entry["accuracy"]), entry["bin_width"])
+                grid[row, : len(values)] = values
+            image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto",
+                              interpolation="nearest")  # fmt: skip
+            trained = [len(e["accuracy"]) * e["bin_width"] for n, e in zip(lengths, entries,
+                       strict=True) if n <= train_len]  # fmt: skip
+            if trained and max(trained) < extent:
+                ax.axvline(max(trained) - 0.5, color="white", linestyle="--", linewidth=1,
+                           label=f"longest answer in training ({max(trained)} tokens)")  # fmt: skip
+                ax.legend(loc="lower right", fontsize=8, framealpha=0.6)
+            ax.set_yticks(range(len(lengths)), [f"{n} (trained)" if n <= train_len else str(n)
+                                                for n in lengths])  # fmt: skip
+            ax.set_xlabel("position in the answer (0 = first answer token)")
+            ax.set_ylabel("evaluation length")
+            ax.set_title(f"accuracy by answer position · {protocol.replace('_', '-')}")
+            fig.colorbar(image, ax=ax, label="accuracy")
+    return fig
+
+
+def plot_position_heatmap(section: dict, stem: str | Path, dpi: int | None = None):
+    """Accuracy by answer position × length (:func:`position_figure`), written as
+    ``<stem>.{png,pdf}`` -> the paths written. ``section``: results.json's
+    ``accuracy_by_answer_position``."""
+    return save_figure(position_figure(section), figure_stem(stem), dpi=dpi)

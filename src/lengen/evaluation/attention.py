@@ -1,0 +1,237 @@
+"""Softmax weights of the model's attention, and statistics of them, at any length.
+
+The attention layers call ``attend`` (``lengen.model.kernels``), whose fast paths never form the
+weights. :func:`attention_weights` is the one function that does, for a block of queries, from
+exactly what ``attend`` receives: explicit logits (q·k × the encoding's query scale / √hd, plus
+its bias, the causal mask and CoPE's contextual term), then softmax. Attention maps
+(``lengen.attention_maps.reference_attend``) call it for the whole (n × n) matrix; the
+statistics recorder (:func:`recording_statistics`) calls it one block of queries at a time and
+keeps only per-head sums, so memory grows linearly with length.
+
+Encodings that compute attention themselves (``pe.has_attention``) are not covered: their
+weights are not softmax(logits) of these hooks. :func:`weights_unavailable` says so, and the
+recorder notes it instead of inventing numbers.
+
+Statistics of one query's weights w over the keys it may see (per layer and head, then averaged
+over queries and instances; distances in token indices, never position values):
+
+* ``entropy``: −Σ_j w_j log w_j (nats); log k for uniform attention over k keys, 0 one-hot;
+* ``entropy_normalized``: entropy / log(keys seen), in [0, 1], so lengths compare; the keys seen
+  are those the causal mask and a local window or chunks leave (queries that see a single key,
+  where log 1 = 0, are left out of its mean);
+* ``max_weight``: max_j w_j;
+* ``sink_mass``: w_0, the weight on the first token of the sequence (the attention sink);
+* ``bucket_mass``: Σ w_j over keys at distance |i − j| in bucket b: 0, 1, 2–3, 4–7, …
+  (bucket b ≥ 1 holds 2^(b−1) ≤ d < 2^b).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor
+
+import lengen.model.attention as attention_module
+
+#: Largest block of weights (B × H × queries × keys) formed at once by the recorder: 4M fp32
+#: = 16 MiB, a few temporaries of that size per block.
+MAX_BLOCK_ELEMENTS = 1 << 22
+
+#: the scalar statistics, in the order figures and tables show them
+SCALAR_STATISTICS = ("entropy", "entropy_normalized", "max_weight", "sink_mass")
+
+
+def weights_unavailable(pe) -> str | None:
+    """Why the weights of attention with encoding ``pe`` cannot be formed here, or None."""
+    if pe is not None and getattr(pe, "has_attention", False):
+        return (
+            f"pe {type(pe).__name__} computes attention itself (pe.attention): its weights are "
+            f"not formed by lengen.evaluation.attention.attention_weights"
+        )
+    return None
+
+
+def attention_weights(
+    q: Tensor,
+    k: Tensor,
+    *,
+    causal: bool,
+    pe=None,
+    q_positions: Tensor | None = None,
+    k_positions: Tensor | None = None,
+    rows: slice | None = None,
+    **_kernel_options,
+) -> Tensor:
+    """Softmax weights of queries ``rows`` (default all) -> (B, H, c, Tk) fp32.
+
+    q (B, H, Tq, hd) and k (B, H, Tk, hd) as ``attend`` receives them (rotated); with a causal
+    mask the Tq queries are the last Tq of the Tk keys. The same function as ``attend``, written
+    the textbook way, one block of queries at a time."""
+    q_len, k_len = q.shape[2], k.shape[2]
+    rows = rows or slice(0, q_len)
+    start, stop = rows.start, min(rows.stop, q_len)
+    scale = pe.query_scale(q_len, k_len, causal, q.device) if pe is not None else 1.0
+    if isinstance(scale, Tensor):  # (Tq,) per query or (H, Tq) per head and query (PE docs)
+        scale = scale[..., start:stop, None]  # (c, 1) or (H, c, 1)
+    scale = scale / math.sqrt(q.shape[-1])
+    q_block = q[:, :, start:stop]  # (B, H, c, hd)
+    scores = torch.matmul(q_block.float(), k.float().transpose(-1, -2)) * scale  # (B, H, c, Tk)
+    bias = torch.zeros(1, stop - start, k_len, device=q.device)  # (1, c, Tk)
+    if pe is not None and pe.has_bias:
+        bias = pe.attention_bias(q_positions[start:stop], k_positions)  # (H, c, Tk)
+    seen = visible(pe, query_indices(q_len, k_len, rows, q.device), k_len, causal)  # (c, Tk)
+    if seen is not None:
+        bias = bias.masked_fill(~seen, float("-inf"))
+    logits = scores + bias  # the kernels' split: DAPE reads scores and bias apart
+    if pe is not None and pe.has_contextual:
+        logits = logits + pe.contextual_logits(q_block, logits, scores=scores, bias=bias)
+    return torch.softmax(logits, dim=-1)  # (B, H, c, Tk)
+
+
+def visible(pe, query_index: Tensor, k_len: int, causal: bool) -> Tensor | None:
+    """Which keys each query sees -> bool (c, Tk), or None when it sees them all: the causal
+    mask and the encoding's local window or chunks (``lengen.pe.local``), by index as in every
+    kernel. ``query_index`` (c, 1): the queries' key indices."""
+    key_index = torch.arange(k_len, device=query_index.device)  # (Tk,)
+    if pe is not None and getattr(pe, "local", False):
+        from lengen.pe import local
+
+        options = {"causal": causal, "window": pe.window, "chunk": pe.chunk}
+        return local.allowed(query_index[:, 0], key_index, **options)
+    return key_index <= query_index if causal else None
+
+
+def query_indices(q_len: int, k_len: int, rows: slice, device=None) -> Tensor:
+    """Key index of each query of ``rows`` -> (c, 1): the queries are the last q_len keys."""
+    stop = min(rows.stop, q_len)
+    return torch.arange(rows.start, stop, device=device)[:, None] + (k_len - q_len)
+
+
+def distance_bucket(distance: Tensor) -> Tensor:
+    """Bucket of each distance d ≥ 0 (any shape, integer): 0 for d = 0, else ⌊log₂ d⌋ + 1,
+    so 1 -> 1, 2–3 -> 2, 4–7 -> 3, …"""
+    largest = max(int(distance.max()), 1) if distance.numel() else 1
+    boundaries = 2 ** torch.arange(largest.bit_length() + 1, device=distance.device)  # 1, 2, 4, …
+    return torch.bucketize(distance, boundaries, right=True)
+
+
+def bucket_labels(n_buckets: int) -> list[str]:
+    """['0', '1', '2–3', '4–7', …] for ``n_buckets`` buckets."""
+    labels = ["0", "1"][:n_buckets]
+    labels += [f"{2 ** (b - 1)}–{2**b - 1}" for b in range(2, n_buckets)]
+    return labels
+
+
+class AttentionStatistics:
+    """Per-head sums of the statistics (module docstring) over the query blocks and instances
+    of one attention layer; :meth:`means` divides them at the end."""
+
+    def __init__(self, n_heads: int, k_len: int):
+        self.n_buckets = int(distance_bucket(torch.tensor([max(k_len - 1, 0)]))) + 1
+        self.sums = {name: torch.zeros(n_heads, dtype=torch.float64) for name in SCALAR_STATISTICS}
+        self.sums["bucket_mass"] = torch.zeros(n_heads, self.n_buckets, dtype=torch.float64)
+        self.queries = 0  # queries × instances summed
+        self.normalizable = 0  # of those, queries that see more than one key
+        self.keys = k_len
+
+    def add(self, weights: Tensor, query_index: Tensor, seen: Tensor | None) -> None:
+        """weights (B, H, c, Tk) of queries at key indices ``query_index`` (c, 1); ``seen``
+        (c, Tk): the keys each query may see (None: all)."""
+        batch, _, block, k_len = weights.shape
+        key_index = torch.arange(k_len, device=weights.device)  # (Tk,)
+        keys = seen.sum(-1).double() if seen is not None else torch.full((block,), float(k_len))
+        entropy = -torch.special.xlogy(weights, weights).sum(-1).double()  # (B, H, c)
+        normalizable = keys.to(weights.device) > 1  # (c,)
+        log_seen = keys.to(weights.device).clamp(min=2).log()  # (c,)
+        per_query = {
+            "entropy": entropy,
+            "entropy_normalized": torch.where(normalizable, entropy / log_seen, 0.0),
+            "max_weight": weights.amax(-1).double(),
+            "sink_mass": weights[..., 0].double(),
+        }
+        for name, values in per_query.items():
+            self.sums[name] += values.sum(dim=(0, 2)).cpu()  # (H,)
+        buckets = distance_bucket((query_index - key_index).abs())  # (c, Tk)
+        mass = torch.zeros(*weights.shape[:3], self.n_buckets, device=weights.device)
+        mass.scatter_add_(-1, buckets.expand_as(weights), weights)  # (B, H, c, buckets)
+        self.sums["bucket_mass"] += mass.sum(dim=(0, 2)).double().cpu()  # (H, buckets)
+        self.queries += batch * block
+        self.normalizable += batch * int(normalizable.sum())
+
+    def means(self) -> dict[str, list]:
+        """{statistic: per head (buckets: per head, per bucket)}, means over queries."""
+        means = {}
+        for name, total in self.sums.items():
+            count = self.normalizable if name == "entropy_normalized" else self.queries
+            means[name] = (total / count).tolist() if count else [None] * total.shape[0]
+        return means
+
+
+def statistics_of_call(
+    q: Tensor,
+    k: Tensor,
+    *,
+    causal: bool,
+    max_block_elements: int = MAX_BLOCK_ELEMENTS,
+    **options,
+) -> AttentionStatistics:
+    """The statistics of one ``attend`` call (its arguments), one block of queries at a time:
+    no (B, H, Tq, Tk) tensor unless it fits in ``max_block_elements``."""
+    batch, n_heads, q_len, _ = q.shape
+    k_len = k.shape[2]
+    block = max(1, min(q_len, max_block_elements // max(1, batch * n_heads * k_len)))
+    statistics = AttentionStatistics(n_heads, k_len)
+    for start in range(0, q_len, block):
+        rows = slice(start, min(start + block, q_len))
+        weights = attention_weights(q, k, causal=causal, rows=rows, **options)  # (B, H, c, Tk)
+        query_index = query_indices(q_len, k_len, rows, q.device)  # (c, 1)
+        seen = visible(options.get("pe"), query_index, k_len, causal)  # (c, Tk) or None
+        statistics.add(weights, query_index, seen)
+    return statistics
+
+
+@contextmanager
+def recording_statistics(max_block_elements: int = MAX_BLOCK_ELEMENTS):
+    """Within the block, every positional self-attention call appends to the list this yields,
+    in call order (stack by stack, layer by layer), its :class:`AttentionStatistics`, or a
+    string saying why it has none. The model's own kernel still computes every output, so the
+    forward pass is the one evaluation runs. Cross-attention (no encoding) is not recorded."""
+    recorded: list[AttentionStatistics | str] = []
+    original = attention_module.attend
+
+    def recording(q, k, v, **kwargs):
+        output = original(q, k, v, **kwargs)
+        pe = kwargs.get("pe")
+        if pe is None:
+            return output
+        reason = weights_unavailable(pe)
+        if reason is None:
+            options = {key: kwargs.get(key) for key in ("pe", "q_positions", "k_positions")}
+            recorded.append(
+                statistics_of_call(
+                    q, k, causal=kwargs["causal"], max_block_elements=max_block_elements, **options
+                )
+            )
+        else:
+            recorded.append(reason)
+        return output
+
+    attention_module.attend = recording
+    try:
+        yield recorded
+    finally:
+        attention_module.attend = original
+
+
+def layer_names(model: torch.nn.Module) -> list[str]:
+    """Names of the positional self-attention layers in call order (e.g. 'encoder.0')."""
+    from lengen.model.transformer import Stack
+
+    names = []
+    for stack_name, module in model.named_modules():
+        if isinstance(module, Stack):
+            prefix = "" if stack_name == "stack" else f"{stack_name}."  # decoder-only: '0', '1'
+            names += [f"{prefix}{i}" for i in range(len(module.blocks))]
+    return names

@@ -1,0 +1,127 @@
+"""Attention diagnostics at every evaluation length (``eval.diagnostics``, docs/analysis.md).
+
+Per length, ``eval.diagnostics_samples`` instances (the first of the evaluated ones: tasks'
+held-out instances, text's first validation windows) go through the model once more under
+``lengen.evaluation.attention.recording_statistics``; the statistics of every positional
+self-attention layer and head, averaged over queries and instances, become results.json's
+``attention_diagnostics`` and a figure. The pass is separate from scoring and leaves the random
+state as it found it (``torch.random.fork_rng``), so no metric changes whether it runs or not.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from lengen.data.source import mix_seed
+from lengen.evaluation.attention import (
+    SCALAR_STATISTICS,
+    bucket_labels,
+    layer_names,
+    recording_statistics,
+)
+from lengen.measure import is_out_of_memory
+from lengen.pe.base import PositionalEncoding
+
+#: digits kept in results.json: enough to compare lengths, compact at 8 heads × 12 layers
+DIGITS = 4
+
+
+def task_inputs(data, length: int, samples: int, evaluated: int) -> dict:
+    """The first ``samples`` of the ``evaluated`` held-out instances scored at ``length``."""
+    inputs = data.held_out_inputs(length, evaluated, data.eval_seed)[:samples]  # (k, n)
+    return next(data.batches_of(inputs, samples))["inputs"]
+
+
+def text_inputs(data, length: int, samples: int, evaluated: int) -> dict:
+    """The first ``samples`` disjoint windows of the validation stream (as ``nonoverlap``)."""
+    import numpy as np
+
+    windows = max(1, min(samples, (data.val_ids.shape[0] - 1) // length))
+    return data.windows(data.val_ids, np.arange(windows) * length, length)["inputs"]
+
+
+#: the instances diagnostics look at, per ``evaluation_kind`` of the data source
+INPUTS = {"tasks": task_inputs, "text": text_inputs}
+
+
+def _rounded(values):
+    if isinstance(values, list):
+        return [_rounded(value) for value in values]
+    return None if values is None else round(float(values), DIGITS)
+
+
+@torch.no_grad()
+def attention_diagnostics(data, model, lengths: list[int], *, samples: int, evaluated: int):
+    """results.json's ``attention_diagnostics`` (docs/analysis.md): per length, per layer, per
+    statistic, per head (``bucket_mass``: per head, per distance bucket)."""
+    names = layer_names(model)
+    section = {
+        "samples": samples,
+        "queries": "every query of each instance; distances in token indices",
+        "statistics": [*SCALAR_STATISTICS, "bucket_mass"],
+        "layers": names,
+        "train_len": data.train_len,
+        "lengths": {},
+        "skipped": [],
+    }
+    select = INPUTS.get(getattr(data, "evaluation_kind", None))
+    if select is None:
+        section["skipped"].append(f"no instances for data of type {type(data).__name__}")
+        return section
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    drawing = [m for m in model.modules() if isinstance(m, PositionalEncoding) and m.randomizing]
+    widest = 1
+    forks = [device] if device.type == "cuda" else []
+    try:
+        with torch.random.fork_rng(devices=forks):  # the run's random state stays as it was
+            for length in sorted(set(lengths)):
+                for pe in drawing:  # the first of evaluation's position draws
+                    pe.draw_seed = mix_seed(data.eval_seed, length, 0)
+                inputs = {
+                    key: value.to(device)
+                    for key, value in select(data, length, samples, evaluated).items()
+                }
+                try:
+                    with recording_statistics() as recorded:
+                        model(**inputs)
+                except Exception as error:
+                    if not is_out_of_memory(error):
+                        raise
+                    section["skipped"].append(f"length {length}: out of memory")
+                    continue
+                layers, note = _per_layer(recorded, names)
+                if note:  # the same at every length: said once
+                    section["skipped"].append(note)
+                if layers:
+                    tokens = max(stats.keys for stats in recorded if not isinstance(stats, str))
+                    section["lengths"][str(length)] = {"tokens": tokens, "layers": layers}
+                    widest = max(widest, *(len(layer["bucket_mass"][0]) for layer in
+                                           layers.values()))  # fmt: skip
+    finally:
+        for pe in drawing:
+            pe.draw_seed = None
+        model.train(was_training)
+    section["buckets"] = bucket_labels(widest)
+    section["skipped"] = sorted(set(section["skipped"]), key=section["skipped"].index)
+    return section
+
+
+def _per_layer(recorded: list, names: list[str]) -> tuple[dict, str | None]:
+    """{layer name: {statistic: per head}} of one forward pass, and a note on what is missing.
+
+    A pass that recorded a different number of calls than the model has layers went through an
+    attention path the recorder cannot see: nothing is attributed to a layer then."""
+    if len(recorded) != len(names):
+        return {}, (
+            f"recorded {len(recorded)} attention calls for {len(names)} layers (an attention "
+            f"path the recorder cannot see); no diagnostics"
+        )
+    layers, notes = {}, []
+    for name, stats in zip(names, recorded, strict=True):
+        if isinstance(stats, str):
+            notes.append(f"layer {name}: {stats}")
+        else:
+            layers[name] = {key: _rounded(values) for key, values in stats.means().items()}
+    return layers, "; ".join(notes) or None
