@@ -487,3 +487,14 @@ def test_compiled_flex_decoder_logits_equal_the_default_kernels(pe_name):
             default = models["auto"](tokens)
             flex = models["flex"](tokens)
         torch.testing.assert_close(flex, default, rtol=1e-5, atol=1e-5)
+
+
+def test_queries_and_keys_wider_than_values_attend_as_the_formula():
+    # PoPE's q and k are twice as wide as v: attend pads v so SDPA keeps its fused kernel
+    generator = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(1, 2, 6, 8, generator=generator, dtype=torch.float64) for _ in range(2))
+    v = torch.randn(1, 2, 6, 4, generator=generator, dtype=torch.float64)
+    logits = q @ k.transpose(-1, -2) / 8**0.5
+    logits = logits.masked_fill(torch.ones(6, 6, dtype=torch.bool).triu(1), float("-inf"))
+    expected = torch.softmax(logits, dim=-1) @ v  # (1, 2, 6, 4)
+    torch.testing.assert_close(attend(q, k, v, causal=True), expected)

@@ -43,8 +43,11 @@ from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
 
 #: Largest block of attention scores (B × H × queries × keys) an encoding that attends itself
-#: builds at once: lengen.model.kernels' MAX_BIAS_ELEMENTS (16M fp32 = 64 MiB)
-MAX_SCORE_ELEMENTS = 1 << 24
+#: builds at once: 4M fp32 = 16 MiB, a quarter of lengen.model.kernels' MAX_BIAS_ELEMENTS,
+#: because these paths hold several score-sized tensors per block (bias, masks, log-space
+#: terms); with 16M, FoX's peak at 8,192 tokens was 4.9× RoPE's and stick-breaking's 12×
+#: (docs/benchmarks.md)
+MAX_SCORE_ELEMENTS = 1 << 22
 
 #: the gate projections' initial standard deviation (both references' initializer_range)
 GATE_INIT_STD = 0.02
