@@ -326,3 +326,14 @@ def test_a_finished_evaluation_frees_its_reservation(finished_dir):
     results = evaluate_run([f"run={finished_dir}", "tag=again"])
     assert results["tag"] == "again" and (finished_dir / "results.again.json").is_file()
     assert not list(finished_dir.glob(".results.*.reserved"))
+
+
+def test_a_figure_that_cannot_be_drawn_does_not_lose_the_results(tmp_path, monkeypatch):
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError("a figure of 100,000 dpi")
+
+    monkeypatch.setattr("lengen.plots.plot_extrapolation", out_of_memory)
+    results = run(compose_train(*FAST), run_dir=tmp_path)
+    written = json.loads((tmp_path / "results.json").read_text())
+    assert written["eval"] == results["eval"] and written["eval"]
+    assert any("extrapolation.png not written (MemoryError" in w for w in written["warnings"])

@@ -18,7 +18,16 @@ from typing import ClassVar
 
 from lengen.checks import check_heads
 from lengen.results import RATIO_THRESHOLDS
-from lengen.schema import Options, flag, integer, interval, one_of, option, spelled_one_of
+from lengen.schema import (
+    Options,
+    flag,
+    integer,
+    integer_in,
+    interval,
+    one_of,
+    option,
+    spelled_one_of,
+)
 
 #: ``model.attention``: ``auto`` picks among SDPA paths (``lengen.model.kernels``); ``flex``
 #: sends relative biases at full passes to FlexAttention
@@ -205,7 +214,7 @@ class EvalOptions(Options):
     max_tokens_per_batch: int = option(65536, integer())
     decoding: str = option("teacher_forced", one_of(*PROTOCOLS))
     position_draws: int = option(10, integer())
-    plot_dpi: int = option(200, integer())
+    plot_dpi: int = option(200, integer_in(1, 1200))  # beyond: a figure of GiBs (#34)
     #: attention statistics per length, layer and head in results.json (docs/analysis.md)
     diagnostics: bool = option(True, flag())
     #: instances per length the attention diagnostics look at (the first evaluated ones)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -194,7 +195,12 @@ def evaluate_and_write(
         extra={**extra, **explained, "label": label},
     )
     plot_path = directory.path / f"extrapolation{suffix}.png"  # and .pdf beside it
-    plot_extrapolation(results, plot_path, dpi=cfg.eval.get("plot_dpi"))
+    try:
+        plot_extrapolation(results, plot_path, dpi=cfg.eval.get("plot_dpi"))
+    except Exception as error:  # noqa: BLE001 - a figure is optional; the measurements are not
+        note = f"figure {plot_path.name} not written ({type(error).__name__}: {error})"
+        results.setdefault("warnings", []).append(note)
+        print(f"note: {note}; the results are written", file=sys.stderr)
     write_results(results_path, results)  # last: its presence means the run finished
     print(f"\n{label} · {data.training_summary()}\n{format_table(rows)}")
     if rows:  # how far it extrapolates, in one number per threshold (ρ_τ)
