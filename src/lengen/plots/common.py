@@ -47,6 +47,16 @@ PE_STYLES = {
     "sandwich": (OKABE_ITO["bluish_green"], "h", "--"),
     "xpos": (OKABE_ITO["vermillion"], "<", "--"),
     "cope": (OKABE_ITO["orange"], ">", "--"),
+    # the 2026 mechanisms (issues #28, #29): dotted, seven colours so a sweep of them reads apart
+    "fox": (OKABE_ITO["blue"], "o", ":"),
+    "stick_breaking": (OKABE_ITO["orange"], "s", ":"),
+    "path": (OKABE_ITO["bluish_green"], "^", ":"),
+    "path_fox": (OKABE_ITO["reddish_purple"], "D", ":"),
+    "pope": (OKABE_ITO["vermillion"], "v", ":"),
+    "dape": (OKABE_ITO["sky_blue"], "P", ":"),
+    "rnope": (OKABE_ITO["black"], "X", ":"),
+    "rnope_swa": (OKABE_ITO["black"], "*", "-."),
+    "irope": (OKABE_ITO["vermillion"], "h", "-."),
 }
 _MARKERS = "osD^vPX*h<>p"
 #: resolution of saved PNGs unless a caller passes one (run figures: ``eval.plot_dpi``)
