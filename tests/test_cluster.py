@@ -19,3 +19,95 @@ def test_slurm_launcher_composes():
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher")
     assert launcher.partition == "gpu" and launcher.gpus_per_node == 1
+
+
+# -- the sweep's report: counts from the run directories, whichever process ran the jobs ------
+def job(sweep_dir, number: int, name: str, outcome: str | None, **files: str):
+    """A job's record under <sweep>/.jobs and its run directory holding ``files``."""
+    import json
+
+    from lengen.cli import SweepReport
+
+    run_dir = sweep_dir / name
+    run_dir.mkdir(parents=True)
+    for file, text in files.items():
+        path = run_dir / file.replace("__", "/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    records = sweep_dir / SweepReport.RECORDS
+    records.mkdir(exist_ok=True)
+    record = {"run_dir": str(run_dir), "outcome": outcome}
+    (records / f"{number}.json").write_text(json.dumps(record))
+
+
+def report(sweep_dir) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of the report at the sweep's end."""
+    import contextlib
+    import io
+
+    from omegaconf import OmegaConf
+
+    from lengen.cli import SweepReport
+
+    out, err, status = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            SweepReport().on_multirun_end(
+                OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep_dir)}}})
+            )
+        except SystemExit as stop:
+            status = stop.code
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_the_report_counts_jobs_whose_return_it_never_saw(tmp_path):
+    # SLURM jobs and joblib workers return elsewhere: results.json is what counts
+    job(tmp_path, 0, "a", None, **{"results.json": '{"resumed": false}'})
+    job(tmp_path, 1, "b", None, **{"results.json": '{"resumed": true}'})
+    status, out, _ = report(tmp_path)
+    assert status == 0 and "sweep: 2 runs (1 trained, 1 continued from a checkpoint)" in out
+
+
+def test_a_run_without_results_fails_the_sweep_whatever_its_job_returned(tmp_path):
+    job(tmp_path, 0, "a", "trained", **{"checkpoints__last.ckpt": "x"})
+    status, out, err = report(tmp_path)
+    assert status == 1 and "sweep: 1 runs (1 interrupted)" in out
+    assert "  a: interrupted: a checkpoint and no results" in err
+
+
+def test_an_interrupted_run_is_named_with_its_recorded_reason(tmp_path):
+    failed = '{"type": "Preempted", "error": "interrupted by SIGUSR1 at step 12: state saved"}'
+    job(tmp_path, 0, "a", None, **{"checkpoints__last.ckpt": "x", "failed.json": failed})
+    _, _, err = report(tmp_path)
+    assert "  a: interrupted: interrupted by SIGUSR1 at step 12" in err
+
+
+def test_a_refusal_is_counted_from_the_jobs_word(tmp_path):
+    # a refusal writes nothing into the run directory: only the job's record tells
+    job(tmp_path, 0, "a", "refused: pe.base must be > 1")
+    status, out, err = report(tmp_path)
+    assert status == 1 and "(1 refused)" in out and "  a: refused: pe.base must be > 1" in err
+
+
+def test_a_job_that_left_no_word_and_no_results_is_a_failure(tmp_path):
+    job(tmp_path, 0, "a", None)  # killed before it wrote anything
+    status, out, _ = report(tmp_path)
+    assert status == 1 and "(1 failed)" in out
+
+
+def test_a_sweep_no_job_reported_back_from_is_not_a_success(tmp_path):
+    status, _, err = report(tmp_path)
+    assert status == 1 and "no job of the sweep reported back" in err
+
+
+def test_a_joblib_sweep_reports_the_runs_its_workers_trained(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    from helpers import run_train
+
+    result = run_train(
+        "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=0,1", "debug=fast",
+        "data.len=4", "eval.factors=[1]", "eval.diagnostics=false", "logger=none",
+        f"hydra.sweep.dir={tmp_path}", one_thread=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "sweep: 2 runs (2 trained)" in result.stdout

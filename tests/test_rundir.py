@@ -337,3 +337,86 @@ def test_a_figure_that_cannot_be_drawn_does_not_lose_the_results(tmp_path, monke
     written = json.loads((tmp_path / "results.json").read_text())
     assert written["eval"] == results["eval"] and written["eval"]
     assert any("extrapolation.png not written (MemoryError" in w for w in written["warnings"])
+
+
+# -- a requeued SLURM job continues its own run, and only its own --------------------------------
+def interrupted_run_of_job(run_dir: Path, job: str) -> Path:
+    """A directory as a SLURM job's interrupted run leaves it: config, checkpoint, job record."""
+    from lengen.rundir import SLURM_JOB, save_config
+
+    save_config(compose_train(*FAST), run_dir / "config.yaml")
+    (run_dir / "checkpoints").mkdir()
+    (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"a checkpoint")
+    (run_dir / SLURM_JOB).write_text(f"lengen/{job}\n")
+    return run_dir
+
+
+@pytest.fixture
+def in_slurm_job(monkeypatch):
+    def enter(job: str, restarts: int) -> None:
+        monkeypatch.setenv("SLURM_CLUSTER_NAME", "lengen")
+        monkeypatch.setenv("SLURM_JOB_ID", job)
+        monkeypatch.setenv("SLURM_RESTART_COUNT", str(restarts))
+
+    return enter
+
+
+def test_a_requeued_slurm_job_continues_its_interrupted_run(tmp_path, in_slurm_job):
+    in_slurm_job("17", restarts=1)
+    assert resume_refusal(compose_train(*FAST), interrupted_run_of_job(tmp_path, "17")) is None
+
+
+def test_a_requeued_slurm_job_is_held_to_the_runs_config(tmp_path, in_slurm_job):
+    in_slurm_job("17", restarts=1)
+    refusal = resume_refusal(
+        compose_train(*FAST, "pe=alibi"), interrupted_run_of_job(tmp_path, "17")
+    )
+    assert refusal.startswith("resume=auto (a requeued SLURM job): the config differs")
+
+
+def test_another_slurm_job_is_refused_an_interrupted_run(tmp_path, in_slurm_job):
+    in_slurm_job("18", restarts=1)
+    refusal = resume_refusal(compose_train(*FAST), interrupted_run_of_job(tmp_path, "17"))
+    assert "holds an interrupted run" in refusal
+
+
+def test_the_first_attempt_of_a_slurm_job_is_refused_an_interrupted_run(tmp_path, in_slurm_job):
+    in_slurm_job("17", restarts=0)  # the same job id, not requeued: a second command in it
+    refusal = resume_refusal(compose_train(*FAST), interrupted_run_of_job(tmp_path, "17"))
+    assert "holds an interrupted run" in refusal
+
+
+def test_a_run_records_the_slurm_job_that_started_it(tmp_path, in_slurm_job):
+    in_slurm_job("21", restarts=0)
+    with RunDirectory(tmp_path).owned(compose_train(*FAST)):
+        assert (tmp_path / ".slurm_job").read_text() == "lengen/21\n"
+
+
+# -- the lock dies with its owner, whatever the owner forked -------------------------------------
+def test_a_killed_runs_forked_workers_do_not_keep_its_lock(tmp_path):
+    """A data-loader worker is a fork of the run: SIGKILL the run, and the directory is free at
+    once while the worker still lives (SLURM requeues a job within seconds)."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", FORKING_OWNER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    worker = int(owner.stdout.readline())
+    try:
+        owner.kill()
+        owner.wait(timeout=30)
+        os.kill(worker, 0)  # the orphaned worker is alive
+        assert not RunDirectory(tmp_path).in_use()
+    finally:
+        os.kill(worker, 9)
+
+
+FORKING_OWNER = """
+import os, sys, time
+from lengen.rundir import RunDirectory
+RunDirectory(sys.argv[1]).lock()
+worker = os.fork()
+if worker == 0:  # the worker: holds every descriptor it inherited, for a minute
+    time.sleep(60)
+    os._exit(0)
+print(worker, flush=True)
+time.sleep(60)
+"""

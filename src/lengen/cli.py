@@ -1,15 +1,19 @@
 """What the entry points do with errors: one line for bad input, and sweeps that go on.
 
 Every refusal happens before Hydra writes anything (``lengen.preflight.precheck``, which
-train.py calls first): a refused command changes nothing on disk. A run that fails later writes
-``failed.json`` (the error, and for crashes the traceback) into its run directory, unless that
-directory already holds finished results. In a ``-m`` sweep a failure does not stop the other
-runs; ``SweepReport`` counts what every job did when the sweep ends and makes the sweep's exit
-status non-zero if any job was refused or failed.
+train.py calls first): a refused command changes nothing on disk. The few refusals that can
+only be made after the build (a text evaluation length beyond the validation split, say) remove
+the single run's directory again if Hydra made it for this command
+(``preflight.remove_refused_run``). A run that fails later writes ``failed.json`` (the error,
+and for crashes the traceback) into its run directory, unless that directory already holds
+finished results. In a ``-m`` sweep a failure does not stop the other runs; ``SweepReport``
+counts what every run did from the run directories when the sweep ends and makes the sweep's
+exit status non-zero if any run did not finish.
 
 Exit statuses: 2 bad input, 3 training diverged, 4 a checkpoint could not be written (the
-previous one is kept), 128 + the signal's number when a signal stopped training with a
-checkpoint (143 for SIGTERM, 138 for SIGUSR1; a sweep stops too).
+previous one is kept), 5 evaluation out of memory, 128 + the signal's number when a signal
+stopped training with a checkpoint (143 for SIGTERM, 138 for SIGUSR1; a sweep stops too), 130
+for Ctrl-C before the run starts (nothing written).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from lengen.checks import (
     Preempted,
     TrainingDiverged,
 )
-from lengen.preflight import processes
+from lengen.preflight import check_launch, remove_refused_run
 from lengen.rundir import RunDirectory
 
 #: errors that are the user's to fix, printed as one line, and their exit statuses
@@ -52,18 +56,11 @@ def train_main(cfg: DictConfig) -> str:
 
     hydra = HydraConfig.get()
     sweeping = hydra.mode == RunMode.MULTIRUN
-    if (
-        sweeping
-        and hydra.launcher._target_.endswith("BasicLauncher")
-        and processes(cfg.trainer) != 1
-    ):
+    try:  # train.py's precheck asked already; a command that bypassed it is asked here
+        check_launch(cfg, sweeping, cluster="submitit" in hydra.launcher._target_)
+    except ConfigError as error:
         # Lightning starts the other ranks by re-running the command line: the whole sweep
-        print(
-            f"error: trainer.devices={cfg.trainer.devices} (several processes per run) cannot "
-            f"run inside a local -m sweep; allowed: trainer.devices=1 in local sweeps, or "
-            f"hydra/launcher=slurm, which starts each run's processes itself (docs/scaling.md)",
-            file=sys.stderr,
-        )
+        print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     directory = RunDirectory(hydra.runtime.output_dir)
     done_before = directory.results.is_file()
@@ -81,6 +78,8 @@ def train_main(cfg: DictConfig) -> str:
     except Exception as error:  # noqa: BLE001 - every failure is recorded, then reported
         if not isinstance(error, ConfigError):  # a refusal leaves the directory as it was
             directory.record_failure(error)
+        elif not sweeping:  # nor a directory that the refused command created
+            remove_refused_run(hydra.runtime.output_dir)
         if isinstance(error, ONE_LINE):  # the user's to fix: one line, no traceback
             print(f"error: {error}", file=sys.stderr)
             if not sweeping:
@@ -95,33 +94,109 @@ def train_main(cfg: DictConfig) -> str:
 
 
 class SweepReport(Callback):
-    """Hydra callback: at the end of a sweep, count what its jobs did, say where the runs are
-    and what to run next, and list the jobs that were refused or failed (exit status 1)."""
+    """Hydra callback: at the end of a sweep, count what its runs did from their run
+    directories, say where they are and what to run next, and list the runs that did not
+    finish (exit status 1).
 
-    def __init__(self) -> None:
-        self.outcomes: list[tuple[str, str]] = []  # (run directory name, outcome)
+    Jobs may run in other processes (joblib's workers, SLURM jobs), where this object's copy
+    sees the job and the sweep's own does not: each job leaves a record under
+    ``<sweep dir>/.jobs/`` (its run directory, and how it ended where it ended in Python),
+    and the count reads those records and the run directories (``lengen.rundir.run_state``):
+    results.json decides "finished", whatever a job returned."""
+
+    RECORDS = ".jobs"
+    #: a run that did not finish: refused (nothing written), interrupted (a checkpoint kept,
+    #: not continued), failed (failed.json, or no word at all)
+    UNFINISHED = ("refused", "interrupted", "failed")
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        import shutil
+
+        # a sweep run again into its folder reports its own jobs, not the earlier ones
+        shutil.rmtree(Path(config.hydra.sweep.dir) / self.RECORDS, ignore_errors=True)
+
+    def on_job_start(self, config: DictConfig, **kwargs) -> None:
+        import threading
+
+        from lengen.checks import install_preemption_handlers
+
+        # a job in another process never ran train.py's __main__, which installs these: a
+        # signal before training would otherwise kill it unrecorded (only the main thread may)
+        if threading.current_thread() is threading.main_thread():
+            install_preemption_handlers()
+        self.record(config.hydra, None)
 
     def on_job_end(self, config: DictConfig, job_return, **kwargs) -> None:
         from hydra.core.utils import JobStatus
 
-        name = Path(config.hydra.runtime.output_dir).name
         if job_return.status == JobStatus.COMPLETED:
-            self.outcomes.append((name, str(job_return.return_value)))
-        else:  # an exception escaped the job (sys.exit from a preempted run, say)
-            self.outcomes.append((name, f"failed: {job_return._return_value!r}"))
+            self.record(config.hydra, str(job_return.return_value))
+        else:  # an exception escaped the job
+            self.record(config.hydra, f"failed: {job_return._return_value!r}")
+
+    @classmethod
+    def record(cls, hydra: DictConfig, outcome: str | None) -> None:
+        """Write the job's record from its ``hydra`` config node (rank 0 of a multi-process
+        job writes; a launcher records how a job ended outside Python's reach)."""
+        import json
+
+        from hydra.types import RunMode
+
+        from lengen.atomic import atomic_write
+        from lengen.rundir import is_rank_zero
+
+        if not is_rank_zero() or hydra.mode != RunMode.MULTIRUN:  # a single run has no report
+            return
+        folder = Path(hydra.sweep.dir) / cls.RECORDS
+        record = {"run_dir": str(hydra.runtime.output_dir), "outcome": outcome}
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(folder / f"{hydra.job.num}.json", json.dumps(record) + "\n")
+
+    @classmethod
+    def outcome(cls, record: dict) -> tuple[str, str]:
+        """(kind, detail) of one job: its run directory first, then what the job returned."""
+        from lengen.rundir import run_state
+
+        state, detail = run_state(Path(record["run_dir"]))
+        returned = record.get("outcome") or ""
+        kind, _, said = returned.partition(": ")
+        if state == "finished":
+            if returned == "finished earlier":
+                return "finished earlier", ""
+            return ("continued from a checkpoint" if detail == "continued" else "trained"), ""
+        if kind == "refused":  # a refusal writes nothing into the run directory
+            return "refused", said
+        if state in ("interrupted", "failed"):
+            return state, detail
+        return "failed", said or returned or "no results, and the job left no word (killed?)"
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        import json
+
         sweep_dir = Path(config.hydra.sweep.dir)
-        kinds = [outcome.partition(":")[0] for _, outcome in self.outcomes]
+        records = []
+        for path in sorted((sweep_dir / self.RECORDS).glob("*.json"), key=lambda p: int(p.stem)):
+            try:
+                records.append(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                records.append({"run_dir": str(path), "outcome": "failed: unreadable record"})
+        outcomes = [(Path(r["run_dir"]).name, *self.outcome(r)) for r in records]
+        kinds = [kind for _, kind, _ in outcomes]
         counts = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds))
         print(
-            f"\nsweep: {len(self.outcomes)} runs ({counts or 'none'}) in {sweep_dir}\n"
+            f"\nsweep: {len(outcomes)} runs ({counts or 'none'}) in {sweep_dir}\n"
             f"next: python scripts/aggregate.py {sweep_dir} && python scripts/plot.py {sweep_dir}"
         )
-        bad = [(n, o) for n, o in self.outcomes if o.startswith(("refused", "failed"))]
+        bad = [(name, kind, detail) for name, kind, detail in outcomes if kind in self.UNFINISHED]
+        if not outcomes:
+            print(f"error: no job of the sweep reported back ({sweep_dir / self.RECORDS})",
+                  file=sys.stderr)  # fmt: skip
+            sys.exit(1)
         if not bad:
             return
-        lines = [f"{len(bad)} of {len(self.outcomes)} runs refused or failed:"]
-        lines += [f"  {name}: {outcome.splitlines()[0]}" for name, outcome in bad]
+        lines = [f"{len(bad)} of {len(outcomes)} runs refused or failed (did not finish):"]
+        lines += [
+            f"  {name}: {kind}: {(detail or '?').splitlines()[0]}" for name, kind, detail in bad
+        ]
         print("\n".join(lines), file=sys.stderr)
         sys.exit(1)

@@ -35,9 +35,12 @@ class _DropLitLoggerTip(logging.Filter):
 
 
 def quiet_known_noise() -> None:
-    """Silence two messages pytorch-lightning 2.6.6 prints with torch 2.13 on every run (an
-    advert for another logger, a deprecation inside Lightning), so real warnings stand out."""
+    """Silence three messages pytorch-lightning 2.6.6 prints with torch 2.13 on every run (an
+    advert for another logger, a deprecation inside Lightning, and, wherever SLURM is installed,
+    advice to prepend ``srun``: lengen's jobs reach SLURM through ``hydra/launcher=slurm``,
+    docs/cluster.md), so real warnings stand out."""
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
+    warnings.filterwarnings("ignore", message=r".*The .srun. command is available on your system")
     rank_zero = logging.getLogger("pytorch_lightning.utilities.rank_zero")
     if not any(isinstance(f, _DropLitLoggerTip) for f in rank_zero.filters):
         rank_zero.addFilter(_DropLitLoggerTip())

@@ -10,8 +10,13 @@
 * ``checkpoints/last.ckpt`` without results is an interrupted run: only ``resume=true`` or
   ``auto`` (with the same config, ``RunDirectory.resume_point``) continues it; ``auto``
   starts a directory without a checkpoint afresh.
+* A SLURM job that is requeued (preemption, the time limit) runs its command again, which
+  does not say ``resume=true``: a run directory holding an interrupted run that *this* SLURM job
+  started (``.slurm_job``) is continued when the job runs again (``SLURM_RESTART_COUNT`` > 0),
+  as ``resume=auto`` would, config check included; any other job or process is still refused.
 * One process owns a run directory: ``start`` takes an exclusive lock (``.lock``, released when
-  the process ends), and a second run there is refused.
+  the process ends; processes it forks, such as data-loader workers, do not keep it), and a
+  second run there is refused.
 * ``config.yaml`` is written when a fresh run starts (so failed runs are diagnosable), and the
   data card beside it; a resumed run removes the interruption's ``failed.json``.
 * A failure writes ``failed.json`` (the error; the traceback for crashes), unless finished.
@@ -36,14 +41,73 @@ from omegaconf import DictConfig, OmegaConf
 
 from lengen.atomic import atomic_write
 from lengen.checks import ConfigError, Preempted, TrainingDiverged
-from lengen.identity import RESUME_MAY_CHANGE, config_differences, evaluation_differences
+from lengen.identity import (
+    RESUME_ALSO_MAY_CHANGE,
+    RESUME_MAY_CHANGE,
+    config_differences,
+    evaluation_differences,
+)
 
 FAILED = "failed.json"
 LOCK = ".lock"
+#: the SLURM job (cluster/job id) that started or last continued the run: a requeue of that job
+#: continues the run by itself (``requeued_job``)
+SLURM_JOB = ".slurm_job"
 #: what Hydra writes into a run's directory before the run starts (its record of the command,
 #: the job's log); everything else there comes after the run took its lock (``LOCK``)
 HYDRA_FILES = (".hydra", "train.log")
 _HELD: set[int] = set()  # descriptors of the locks this process holds
+
+
+def _forget_inherited_locks() -> None:
+    # A forked child (a data-loader worker) shares the parent's open lock: were it to keep the
+    # descriptor, a SIGKILLed run's orphaned workers would hold the lock for seconds after it
+    # died, and SLURM's immediate requeue would be refused as "in use". Closing the child's copy
+    # leaves the parent's lock in place (flock belongs to the open file, which the parent holds).
+    while _HELD:
+        with contextlib.suppress(OSError):
+            os.close(_HELD.pop())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited_locks)
+
+
+def slurm_job() -> str | None:
+    """This process's SLURM job as ``cluster/job id`` (None outside a SLURM job)."""
+    job = os.environ.get("SLURM_JOB_ID")
+    return f"{os.environ.get('SLURM_CLUSTER_NAME', '')}/{job}" if job else None
+
+
+def requeued_job(run_dir: Path) -> str | None:
+    """The SLURM job, when this process is that job run again after a requeue and the run in
+    ``run_dir`` was started (or last continued) by it; else None. Only then may a command
+    without ``resume=true`` continue an interrupted run: a new job, a second command in the same
+    job's first run, or another process never does."""
+    job, restarts = slurm_job(), os.environ.get("SLURM_RESTART_COUNT", "0")
+    if job is None or not restarts.isdigit() or int(restarts) == 0:
+        return None
+    try:
+        recorded = (run_dir / SLURM_JOB).read_text().strip()
+    except OSError:
+        return None
+    return job if recorded == job else None
+
+
+def resume_mode(cfg: DictConfig, run_dir: Path) -> bool | str:
+    """``cfg.resume``, or ``"auto"`` when a requeued SLURM job comes back to the run it started
+    (``requeued_job``): its checkpoint is continued, a run without one starts again, a finished
+    one is done, and the config must be the run's, as for ``resume=auto``."""
+    if not cfg.resume and requeued_job(run_dir) is not None:
+        return "auto"
+    return cfg.resume
+
+
+def resume_label(cfg: DictConfig, run_dir: Path) -> str:
+    """How messages name the resume mode in force."""
+    if resume_mode(cfg, run_dir) == cfg.resume:
+        return str(cfg.resume).lower()
+    return "auto (a requeued SLURM job)"
 
 
 def is_rank_zero() -> bool:
@@ -84,10 +148,10 @@ def resume_refusal(cfg: DictConfig, run_dir: Path, rank_zero: bool = True) -> st
     Hydra writes anything. A fresh run refuses an interrupted run's directory; ``resume=true``
     refuses a directory without a checkpoint and a config that would train something else."""
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
-    mode = str(cfg.resume).lower()
-    if cfg.resume == "auto" and not checkpoint.exists():
+    resume, mode = resume_mode(cfg, run_dir), resume_label(cfg, run_dir)
+    if resume == "auto" and not checkpoint.exists():
         return None  # nothing to continue: a fresh run
-    if not cfg.resume:
+    if not resume:
         if rank_zero and checkpoint.exists():
             return (
                 f"hydra.run.dir={run_dir} holds an interrupted run (checkpoints/last.ckpt, no "
@@ -113,7 +177,7 @@ def resume_refusal(cfg: DictConfig, run_dir: Path, rank_zero: bool = True) -> st
             return (
                 f"resume={mode}: the config differs from the run's config.yaml in "
                 f"{', '.join(changed)}; allowed: the same config, changing only "
-                f"{', '.join(RESUME_MAY_CHANGE[1:])}"
+                f"{', '.join(RESUME_MAY_CHANGE[1:] + RESUME_ALSO_MAY_CHANGE)}"
             )
     return None
 
@@ -141,7 +205,7 @@ def finished_refusal(cfg: DictConfig, run_dir: Path) -> str | None:
     it trained something else, or evaluated otherwise; None when its results are the answer."""
     from lengen.config import eval_lengths
 
-    mode = str(cfg.resume).lower()
+    mode = resume_label(cfg, run_dir)
     saved_path = run_dir / "config.yaml"
     try:
         saved = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=True)
@@ -192,6 +256,32 @@ def stored_config_refusal(run_dir: Path, checkpoint: dict) -> str | None:
         f"run={run_dir}: checkpoints/last.ckpt was trained with another config than config.yaml "
         f"({', '.join(changed[:3])}); allowed: a run directory whose checkpoint is its own"
     )
+
+
+def run_state(run_dir: Path) -> tuple[str, str]:
+    """What a run directory says about its run, for a sweep's report -> (state, detail):
+    ``finished`` (detail ``continued`` when the run went on from a checkpoint, else ``""``),
+    ``interrupted`` (a checkpoint and no results: why it stopped, from failed.json),
+    ``failed`` (failed.json's error, no checkpoint) or ``empty`` (none of these)."""
+    failure = ""
+    try:
+        record = json.loads((run_dir / FAILED).read_text())
+        failure = f"{record.get('type', 'Error')}: {record.get('error', '')}"
+        if record.get("type") == "Preempted":
+            failure = record.get("error", "")
+    except (OSError, ValueError, AttributeError):  # none, or unreadable: the other files tell
+        pass
+    if (run_dir / "results.json").is_file():
+        try:
+            resumed = json.loads((run_dir / "results.json").read_text()).get("resumed")
+        except (OSError, ValueError, AttributeError):
+            return "failed", f"{run_dir / 'results.json'} cannot be read"
+        return "finished", "continued" if resumed else ""
+    if (run_dir / "checkpoints" / "last.ckpt").is_file():
+        return "interrupted", failure or "a checkpoint and no results (killed?)"
+    if failure:
+        return "failed", failure
+    return "empty", ""
 
 
 def in_use_message(path: Path) -> str:
@@ -256,11 +346,11 @@ class RunDirectory:
         """A finished run's results under ``resume=true``; a fresh run there is refused."""
         if not self.results.exists():
             return None
-        if cfg.resume:
+        if resume_mode(cfg, self.path):
             refusal = finished_refusal(cfg, self.path)
             if refusal is not None:
                 raise ConfigError(refusal)
-            mode = str(cfg.resume).lower()
+            mode = resume_label(cfg, self.path)
             print(f"resume={mode}: {self.path} already finished (results.json); nothing to do")
             return json.loads(self.results.read_text())
         raise ConfigError(
@@ -294,6 +384,8 @@ class RunDirectory:
         self.path.mkdir(parents=True, exist_ok=True)
         if self.rank_zero:
             self.lock()
+            if (job := slurm_job()) is not None:  # its requeue may continue this run
+                atomic_write(self.path / SLURM_JOB, job + "\n")
         if self.rank_zero and resumed is None:
             save_config(cfg, self.path / "config.yaml")
         if self.rank_zero and resumed is not None:  # the interruption's record no longer applies
@@ -308,7 +400,7 @@ class RunDirectory:
         refusal = resume_refusal(cfg, self.path, self.rank_zero)
         if refusal is not None:
             raise ConfigError(refusal)
-        if not cfg.resume or not self.checkpoint.is_file():
+        if not resume_mode(cfg, self.path) or not self.checkpoint.is_file():
             return None
         from lengen.checkpoints import load_checkpoint
 
@@ -323,6 +415,12 @@ class RunDirectory:
             raise ConfigError(
                 f"resume: {self.checkpoint} was written by another config than this run's "
                 f"({', '.join(changed[:3])}); allowed: the run directory it belongs to"
+            )
+        if self.rank_zero and (job := requeued_job(self.path)) and not cfg.resume:
+            job_id = job.rpartition("/")[2]
+            print(
+                f"slurm: job {job_id} was requeued: continuing its run in {self.path} from step "
+                f"{state['global_step']}"
             )
         return self.checkpoint, state["global_step"], state.get("lengen", {}).get("last_logged")
 
