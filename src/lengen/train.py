@@ -39,10 +39,18 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
         results = evaluate_and_write(
             cfg, model, data, lengths, device=trainer.strategy.root_device, directory=directory,
             train_tokens=lit.train_tokens, extra=training_record(trainer, resumed, notes),
-            progress=trainer.progress_bar_callback is not None,
+            progress=evaluation_progress(cfg, directory),
         )  # fmt: skip
         finish_logging(logger, results, directory)
     return results
+
+
+def evaluation_progress(cfg: DictConfig, directory: RunDirectory) -> tuple[str, str]:
+    """(mode, label) of the evaluation's progress: as training's (``lengen.progress``), lines
+    named by the run's folder so a sweep's log says whose they are."""
+    from lengen.progress import progress_mode
+
+    return progress_mode(cfg.trainer.get("enable_progress_bar", True)), directory.path.name
 
 
 def fit(cfg: DictConfig, model, data, directory: RunDirectory, resumed, *, optim: OptimOptions):
@@ -91,6 +99,7 @@ def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed, *, op
     from lengen.checkpoints import LocalCheckpointIO, StepCheckpoint
 
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    use_thread_setting()
     config = resolved_config(cfg)
     lit = LitModel(
         model,
@@ -107,6 +116,12 @@ def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed, *, op
     if cfg.trainer.get("criterion_target") is not None:  # before StepCheckpoint: saved state
         criterion = (cfg.trainer.criterion_metric, cfg.trainer.criterion_target)
         callbacks.insert(0, CriterionStop(*criterion, cfg.trainer.criterion_checks))
+    # bars on a terminal; in a log file (SLURM, nohup, CI) a line every N steps instead
+    from lengen.progress import LineProgress, every_n_steps, progress_mode
+
+    progress = progress_mode(cfg.trainer.get("enable_progress_bar", True))
+    if progress == "lines":
+        callbacks.append(LineProgress(directory.path.name, every_n_steps(cfg.trainer.max_steps)))
     # validate at least once, at the end, however short the run
     interval = cfg.trainer.get("val_check_interval")
     validation_every = {}
@@ -119,6 +134,7 @@ def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed, *, op
         default_root_dir=str(directory.path),
         enable_checkpointing=False,  # StepCheckpoint writes the checkpoints
         use_distributed_sampler=False,  # the data module shards batches itself
+        enable_progress_bar=progress == "bar",  # Lightning's bars take a bool
         **validation_every,
     )
     trainer.strategy.checkpoint_io = LocalCheckpointIO()  # no staging in $TMPDIR
@@ -139,6 +155,19 @@ def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed, *, op
     return trainer, lit, logger
 
 
+def use_thread_setting() -> None:
+    """torch.set_num_threads(OMP_NUM_THREADS) where it is set: torch reads it only when
+    imported, and a sweep's job may set it later (hydra/launcher=local's one thread per run, in
+    the sweep's own process when hydra.launcher.n_jobs=1)."""
+    import os
+
+    import torch
+
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        torch.set_num_threads(int(threads))
+
+
 def evaluate_and_write(
     cfg,
     model,
@@ -150,7 +179,7 @@ def evaluate_and_write(
     train_tokens: int,
     extra: dict,
     tag: str | None = None,
-    progress: bool = True,
+    progress: bool | str | tuple[str, str] = True,
 ) -> dict:
     """Evaluate at every length, then write the plot and results (``results.json``, or
     ``results.<tag>.json`` for eval.py); print the table."""
@@ -208,7 +237,7 @@ def evaluate_and_write(
         print(format_ratios(results["length_ratio"], results["train_len"], longest))
     if results["learned"] and not results["learned"]["learned"]:
         print(f"WARNING: {not_learned_message(results)}")
-    print(f"results: {results_path}")
+    print(f"results: {results_path}", flush=True)  # a sweep's worker may live on: show it now
     if unfinished is not None:
         raise unfinished
     return results

@@ -31,7 +31,7 @@ def evaluate(
     settings,
     output_dir=None,
     tag="",
-    progress=True,
+    progress=True,  # lengen.progress.as_mode: True a bar, or (mode, label)
     report: dict | None = None,
 ):
     """Rows at every length; extra per-run files (loss by position, accuracy by depth and by

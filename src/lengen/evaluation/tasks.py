@@ -39,7 +39,6 @@ from pathlib import Path
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from lengen.checks import EvaluationOutOfMemory
 from lengen.data.source import mix_seed
@@ -49,6 +48,7 @@ from lengen.evaluation.metrics import add_stats, batch_stats, loss_sum, summaris
 from lengen.measure import batch_size_for, is_out_of_memory, measured_with_oom_halving
 from lengen.options import PROTOCOLS
 from lengen.pe.base import PositionalEncoding
+from lengen.progress import as_mode, each
 
 
 def answer_span(targets: Tensor) -> tuple[int, int]:
@@ -123,7 +123,7 @@ def evaluate_task(
     settings,
     output_dir: Path | None = None,
     tag: str = "",
-    progress: bool = True,
+    progress: bool | str | tuple[str, str] = True,  # lengen.progress.as_mode
     report: dict | None = None,
 ) -> list[dict]:
     """Results rows at every length (the ``eval`` config group in ``settings``).
@@ -177,7 +177,7 @@ def score_lengths(
     max_tokens_per_batch: int = 65536,
     protocol: str = "teacher_forced",
     position_draws: int = 1,
-    progress: bool = True,
+    progress: bool | str | tuple[str, str] = True,  # lengen.progress.as_mode
     by_position: dict | None = None,
 ) -> list[dict]:
     """Score ``samples`` distinct held-out instances at each exact length -> rows sorted by
@@ -196,7 +196,10 @@ def score_lengths(
     ]
     draws = position_draws if drawing else 1
     rows = []
-    for length in tqdm(sorted(set(lengths)), desc="evaluate", unit="length", disable=not progress):
+    mode, label = as_mode(progress)
+    lengths = each(sorted(set(lengths)), desc="evaluate", unit="length", mode=mode, label=label,
+                   cost=lambda length: length)  # fmt: skip
+    for length in lengths:
         inputs = data.held_out_inputs(length, samples, data.eval_seed)  # (N, n), distinct
 
         def score(batch_size: int, inputs: Tensor = inputs):

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from lengen.data.text import TextData
 from lengen.evaluation.tasks import raise_if_out_of_memory
+from lengen.progress import as_mode, each
 
 LOGITS_BUDGET = 1 << 26  # logits elements per evaluation batch (256 MiB in fp32)
 
@@ -68,7 +69,10 @@ def evaluate_text(
     available = data.val_ids.shape[0] - 1  # targets 1..N-1 of the validation stream
     n_targets = available if max_tokens is None else min(max_tokens, available)
     rows, by_position = [], {}
-    for length in sorted(set(lengths)):
+    mode, label = as_mode(progress)
+    lengths = each(sorted(set(lengths)), desc="evaluate", unit="length", mode=mode, label=label,
+                   cost=lambda length: 1)  # every length scores the same targets  # fmt: skip
+    for length in lengths:
         if length > n_targets:
             raise ValueError(
                 f"eval.lengths: length {length} needs {length} scored tokens, but "
@@ -79,7 +83,7 @@ def evaluate_text(
         try:
             (row, position), cost = measured_with_oom_halving(
                 lambda windows, length=length, step=step: score_windows(
-                    data, model, length, step, n_targets, windows, progress
+                    data, model, length, step, n_targets, windows, mode == "bar"
                 ),
                 windows_per_batch(data, length, settings.max_tokens_per_batch),
                 device,

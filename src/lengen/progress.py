@@ -1,0 +1,187 @@
+"""Progress that reads well where nobody watches: a line every N steps instead of bars.
+
+On a terminal, Lightning's progress bars redraw one line in place with carriage returns. In a
+file (a SLURM log, nohup.out, CI, ``> log.txt``) every redraw stays, and a run becomes one line
+of thousands of characters. ``trainer.enable_progress_bar`` (``lengen.options``) chooses:
+
+- ``true`` (the default): bars where stdout and stderr are both a terminal, lines elsewhere, and
+  lines in the jobs of a parallel sweep (joblib, SLURM): several bars in one terminal garble;
+- ``bar``: Lightning's bars whatever the output (a notebook, which is no terminal);
+- ``lines``: a line every N steps whatever the output;
+- ``false``: neither.
+
+Only rank zero prints, as Lightning's bars do.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Iterable, Iterator
+
+import pytorch_lightning as pl
+
+#: progress lines per run: enough to see a run move, few enough to read a sweep's log
+LINES_PER_RUN = 20
+
+
+def progress_mode(setting, streams=None) -> str:
+    """``trainer.enable_progress_bar`` -> ``"bar"``, ``"lines"`` or ``"off"``. ``streams``:
+    the outputs a bar would draw on (Lightning's on stdout, evaluation's on stderr)."""
+    if setting is False:
+        return "off"
+    if setting in ("bar", "lines"):
+        return setting
+    streams = (sys.stdout, sys.stderr) if streams is None else streams
+    on_terminal = all(_isatty(stream) for stream in streams)
+    return "bar" if on_terminal and not in_parallel_sweep() else "lines"
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no such method, or a closed stream
+        return False
+
+
+def in_parallel_sweep() -> bool:
+    """Whether this process runs a job of a ``-m`` sweep whose launcher is not Hydra's basic
+    one (one job after another): joblib's jobs share the terminal they were started from."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():  # run(cfg) from a test or a notebook
+        return False
+    hydra = HydraConfig.get()
+    launcher = str(hydra.launcher.get("_target_", ""))
+    return hydra.mode == RunMode.MULTIRUN and not launcher.endswith("BasicLauncher")
+
+
+def every_n_steps(max_steps: int) -> int:
+    """Steps between two progress lines: ``LINES_PER_RUN`` lines over ``max_steps``."""
+    return max(1, math.ceil(max_steps / LINES_PER_RUN))
+
+
+def duration(seconds: float) -> str:
+    """12s, 3m05s, 2h07m: short enough to scan in a column of lines."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def step_line(label: str, step: int, max_steps: int, loss: float | None, rate: float) -> str:
+    """One progress line: where training is, its mean loss since the last line, its speed and
+    the time left at that speed (at most: a criterion may stop it earlier)."""
+    parts = [f"step {step}/{max_steps} ({100 * step // max(max_steps, 1)}%)"]
+    if loss is not None:
+        parts.append(f"loss {loss:.4f}")
+    if rate > 0:
+        parts.append(f"{rate:.3g} steps/s")
+    if rate > 0 and step < max_steps:
+        parts.append(f"{duration((max_steps - step) / rate)} left")
+    return f"[{label}] " + " · ".join(parts)
+
+
+class LineProgress(pl.Callback):
+    """Lightning callback: a line on stdout every ``every`` steps (step / total, mean loss,
+    steps/s, time left), one after each validation, and one when training ends."""
+
+    def __init__(self, label: str, every: int) -> None:
+        self.label, self.every = label, every
+        self._losses: list[float] = []
+        self._start_step, self._start_time = 0, 0.0
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        # a resumed run starts at its checkpoint's step: its speed counts from there
+        self._start_step, self._start_time = trainer.global_step, time.monotonic()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        loss = step_loss(pl_module, outputs)
+        if loss is not None:
+            self._losses.append(loss)
+        step = trainer.global_step
+        if step % self.every == 0 or step == trainer.max_steps:
+            loss = sum(self._losses) / len(self._losses) if self._losses else None
+            self._losses = []
+            self._print(
+                trainer, step_line(self.label, step, trainer.max_steps, loss, self.rate(step))
+            )
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking:
+            return
+        metrics = getattr(pl_module, "last_validation", {}) or {}
+        shown = " · ".join(f"{key} {value:.4g}" for key, value in sorted(metrics.items()))
+        self._print(trainer, f"[{self.label}] validation at step {trainer.global_step}: {shown}")
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        step = trainer.global_step
+        elapsed = time.monotonic() - self._start_time
+        stopped = "" if step >= trainer.max_steps else f" (stopped before {trainer.max_steps})"
+        self._print(
+            trainer,
+            f"[{self.label}] trained to step {step}{stopped} in {duration(elapsed)}; evaluating",
+        )
+
+    def rate(self, step: int) -> float:
+        """Steps per second since training (or its resumption) started, validations included:
+        what the time left will really cost."""
+        elapsed = time.monotonic() - self._start_time
+        return (step - self._start_step) / elapsed if elapsed > 0 else 0.0
+
+    @staticmethod
+    def _print(trainer, line: str) -> None:
+        if trainer.is_global_zero:
+            print(line, flush=True)  # flushed: a file or a pipe buffers otherwise
+
+
+def step_loss(pl_module, outputs) -> float | None:
+    """This step's training loss: lengen's module keeps it on the host already (no device
+    sync); another module's output is read instead."""
+    logged = getattr(pl_module, "last_logged", None)
+    if isinstance(logged, dict) and logged.get("train/loss") is not None:
+        return float(logged["train/loss"])
+    loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+    return None if loss is None else float(loss)
+
+
+def as_mode(progress) -> tuple[str, str]:
+    """An evaluation's ``progress`` argument -> (mode of :func:`each`, label): a (mode, label)
+    pair or a mode as they are; True (a notebook's or a test's call) a bar, False or None
+    nothing."""
+    if isinstance(progress, tuple):
+        return progress
+    if progress is True:
+        return "bar", ""
+    return ("off" if progress in (False, None) else progress), ""
+
+
+def each(
+    items: Iterable, *, desc: str, unit: str, mode: str, label: str = "", cost=None
+) -> Iterator:
+    """``items`` with progress in ``mode``: a tqdm bar, a line per item with the time left
+    (``lines``, after ``[label]`` where given), or nothing (``off``). For loops too long to
+    watch in silence (evaluation at many lengths). ``cost(item)``: the item's relative cost, so
+    that the time left weighs what remains (evaluation: the length); default 1 each."""
+    items = list(items)
+    if mode == "bar":
+        from tqdm import tqdm
+
+        yield from tqdm(items, desc=desc, unit=unit)
+        return
+    costs = [cost(item) if cost else 1 for item in items]
+    start = time.monotonic()
+    for done, item in enumerate(items, start=1):
+        yield item
+        if mode != "lines":
+            continue
+        elapsed = time.monotonic() - start
+        line = f"{desc}: {unit} {item} done ({done}/{len(items)}) in {duration(elapsed)}"
+        if done < len(items):
+            left = elapsed * sum(costs[done:]) / max(sum(costs[:done]), 1e-9)
+            line += f", {duration(left)} left"
+        print(f"[{label}] {line}" if label else line, flush=True)
