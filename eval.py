@@ -20,3 +20,6 @@ if __name__ == "__main__":
     except (ConfigError, EvaluationOutOfMemory) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2 if isinstance(error, ConfigError) else 5)
+    except KeyboardInterrupt:  # a results file is written whole (atomically) or not at all
+        print("eval.py interrupted by SIGINT (Ctrl-C)", file=sys.stderr)
+        sys.exit(130)

@@ -4,13 +4,27 @@ A thin Hydra entry point; the work is ``lengen.train.run``. Config root: configs
 """
 
 import os
+import signal
 import sys
 
-import hydra
-from omegaconf import DictConfig
 
-from lengen.caches import use_lengen_caches
-from lengen.checks import ConfigError
+def _stop_before_start(signum, frame):
+    print("interrupted by SIGINT (Ctrl-C) before the run started; nothing written", file=sys.stderr)
+    sys.stderr.flush()
+    # at once: nothing is written yet, and an exception raised here could land where a library
+    # swallows it (a __del__, a callback), and the command would run on
+    os._exit(128 + signum)
+
+
+# Ctrl-C before the run starts (imports, the checks) writes nothing, so it needs no traceback
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, _stop_before_start)
+
+import hydra  # noqa: E402 - after the handler: Ctrl-C during imports stops quietly too
+from omegaconf import DictConfig  # noqa: E402
+
+from lengen.caches import use_lengen_caches  # noqa: E402
+from lengen.checks import ConfigError  # noqa: E402
 
 use_lengen_caches()  # before anything imports matplotlib or torch (docs/scaling.md)
 
@@ -40,4 +54,5 @@ if __name__ == "__main__":
         sys.exit(2)
     if status is not None:  # e.g. resume on a finished run: nothing to do, nothing touched
         sys.exit(status)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the run records a Ctrl-C
     main()

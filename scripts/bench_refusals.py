@@ -39,7 +39,12 @@ CASES = [
     ("component", "train.py", ["data=grid_locate", "model=encoder", "pe=t5"]),
     ("component", "train.py", ["+pe.bse=500"]),
     ("component", "train.py", ["experiment=wikitext2_cpu", "pe=learned", "pe.policy=error"]),
+    ("value", "train.py", ["--config-dir=configs", "data.len=0"]),  # Hydra's flags: checked too
+    ("value", "train.py", ["trainer.num_nodes=2", "trainer.accelerator=cpu"]),
+    ("value", "train.py", ["trainer.precision=bf16-mixed", "trainer.accelerator=cpu"]),
+    ("component", "train.py", ["data=text", "model=encoder", "data.files.train=README.md"]),
     ("eval", "eval.py", ["run=/nonexistent/run"]),
+    ("eval", "eval.py", ["run=/nonexistent/run", "model.d_model=64"]),
 ]
 
 

@@ -45,6 +45,10 @@ CASES = [
     ("data.lenn=3", "data.lenn: no such key; allowed under data:"),
     ("~data.len", "data.len must be a positive integer, got None"),  # a deletion, no value
     ("+data.lenn=3", "data.lenn: TaskData takes no such key; allowed: len"),
+    ("++data.lenn=3", "data.lenn: TaskData takes no such key; allowed: len"),
+    # Hydra's own flags do not carry a command past the checks
+    ("--config-dir=configs data.len=-3", "data.len must be a positive integer, got -3"),
+    ("--config-name=train seed=-1", "seed must be an integer >= 0, got -1"),
     ("init_from=/no/such/path", "init_from=/no/such/path: no such run directory or checkpoint"),
     ("pe=xpos model=encoder", "pe: XPos is defined for causal attention only; allowed:"),
     # a sweep is refused whole, before any run, when one of its values cannot run

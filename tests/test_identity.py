@@ -49,3 +49,16 @@ def test_init_from_counts_by_its_base_run_where_the_caller_finds_it():
     config = {"init_from": "runs/a"}
     assert measured_identity(config, base_hash=lambda path: "h")["init_from"] == "run:h"
     assert measured_identity(config, base_hash=lambda path: None)["init_from"] == "runs/a"
+
+
+def test_a_resumed_run_may_change_its_data_workers():
+    # the batches are a function of (seed, step) whatever builds them (docs/config.md)
+    before, after = resolved("data=text"), resolved("data=text", "data.num_workers=2")
+    assert config_differences(before, after) == []
+
+
+def test_data_workers_still_name_sweep_directories():
+    # existing sweeps' directory names hash data.num_workers: the id keeps its form
+    assert run_id(compose_train("data=text")) != run_id(
+        compose_train("data=text", "data.num_workers=2")
+    )

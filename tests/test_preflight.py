@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import pytest
 
-from helpers import compose_train, fresh_python
+from helpers import CONFIG_DIR, compose_train, fresh_python
 from lengen import preflight
 from lengen.build import build
 from lengen.checks import ConfigError
@@ -220,3 +220,59 @@ def test_a_train_py_process_validates_its_config_once(tmp_path):
     )
     assert fresh_python(code).splitlines()[-1] == "1"
     assert (tmp_path / "run" / "results.json").is_file()
+
+
+# -- the command line as Hydra reads it; how runs start; where they write -----------------------
+def test_hydras_config_dir_flag_is_composed_before_the_config_root():
+    command = preflight.parse_command_line(["--config-dir=configs", "-m", "seed=1"])
+    assert command.config_dirs[0].name == "configs" and command.config_dirs[-1] == CONFIG_DIR
+    assert command.sweeping and command.overrides == ["seed=1"]
+
+
+@pytest.mark.parametrize("flag", [["--help"], ["--cfg", "job"], ["--info"]])
+def test_flags_that_only_print_are_left_to_hydra(flag):
+    assert preflight.parse_command_line(flag) is None
+
+
+def test_several_nodes_with_nothing_to_start_them_are_refused(monkeypatch):
+    for variable in preflight.NODE_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    cfg = compose_train("trainer.num_nodes=2", "trainer.accelerator=cpu")
+    with pytest.raises(ConfigError, match=r"^trainer\.num_nodes=2: nothing here starts"):
+        preflight.check_launch(cfg, sweeping=False, cluster=False)
+
+
+def test_several_nodes_in_a_slurm_job_start(monkeypatch):
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    cfg = compose_train("trainer.num_nodes=2", "trainer.accelerator=cpu")
+    preflight.check_launch(cfg, sweeping=False, cluster=False)
+
+
+def test_several_processes_per_run_are_refused_in_a_local_sweep_only():
+    cfg = compose_train("trainer.devices=2", "trainer.accelerator=cpu")
+    preflight.check_launch(cfg, sweeping=True, cluster=True)  # submitit starts them
+    with pytest.raises(ConfigError, match=r"^trainer\.devices=2 \(several processes"):
+        preflight.check_launch(cfg, sweeping=True, cluster=False)
+
+
+def test_half_precision_on_the_cpu_is_refused():
+    cfg = compose_train("trainer.precision=bf16-mixed", "trainer.accelerator=cpu")
+    with pytest.raises(ConfigError, match=r"^trainer\.precision=bf16-mixed: half precision"):
+        preflight.check_devices(cfg)
+
+
+def test_a_run_dir_under_a_file_is_refused(tmp_path):
+    (tmp_path / "afile").write_text("mine\n")
+    with pytest.raises(ConfigError, match=r"^hydra\.run\.dir=.*afile is a file"):
+        preflight.check_output_dir("hydra.run.dir", f"{tmp_path}/afile/run")
+
+
+def test_a_new_run_dir_in_a_writable_folder_passes(tmp_path):
+    preflight.check_output_dir("hydra.run.dir", f"{tmp_path}/new/run")
+
+
+@pytest.mark.parametrize("content", ['{"eval": [', "[1, 2]"])
+def test_a_results_file_that_is_no_json_object_is_refused(tmp_path, content):
+    (tmp_path / "results.json").write_text(content)
+    with pytest.raises(ConfigError, match=r"^hydra\.run\.dir: .*results\.json"):
+        preflight.check_results_file(tmp_path / "results.json")

@@ -47,6 +47,12 @@ RESUME_MAY_CHANGE = (
     "eval",
 )
 
+#: Keys a resumed run may also change that stay in ``run_id`` all the same: the directory names
+#: of existing sweeps hash them, so they keep naming those directories
+RESUME_ALSO_MAY_CHANGE = (
+    "data.num_workers",  # processes building batches; every batch is a function of (seed, step)
+)
+
 #: Evaluation keys that change how an evaluation runs or is drawn, not what it measures: a
 #: finished run answers a request that differs from it only in these (the lengths are compared
 #: by value, ``lengen.rundir.finished_refusal``)
@@ -140,7 +146,7 @@ def config_differences(saved: dict, current: dict) -> list[str]:
     before, after = _flat_config(saved), _flat_config(current)
     changed = []
     for key in sorted(set(before) | set(after)):
-        if named_by(key, RESUME_MAY_CHANGE):
+        if named_by(key, RESUME_MAY_CHANGE + RESUME_ALSO_MAY_CHANGE):
             continue
         if before.get(key) is None and after.get(key) is None:  # null = unset = not written by an
             continue  # older lengen (data.seed): a run started before a key existed resumes

@@ -94,10 +94,29 @@ def _resume(key: str, value):
 
 
 def _init_from(key: str, value):
-    if value is not None and not Path(str(value)).exists():
+    """A run directory holding checkpoints/last.ckpt, or a checkpoint file: read as far as it
+    can be without torch (a checkpoint is a zip archive, whose directory sits at its end, so a
+    truncated file is not one)."""
+    import zipfile
+
+    if value is None:
+        return value
+    path = Path(str(value))
+    if not path.exists():
         raise ValueError(
             f"{key}={value}: no such run directory or checkpoint; allowed: null or a path to a "
             f"run directory or .ckpt file"
+        )
+    file = path / "checkpoints" / "last.ckpt" if path.is_dir() else path
+    if not file.is_file():
+        raise ValueError(
+            f"{key}={value}: no checkpoint there (checkpoints/last.ckpt); the run never "
+            f"finished training, so there is nothing to load"
+        )
+    if not zipfile.is_zipfile(file):
+        raise ValueError(
+            f"{key}={value}: {file.name} is not a PyTorch checkpoint (truncated, or another "
+            f"format); allowed: a run directory or a .ckpt file written by lengen"
         )
     return value
 
@@ -118,6 +137,14 @@ def _devices(key: str, value):
         raise ValueError(
             f"{key} must be a positive integer, -1, auto or a list of device indices, got {value!r}"
         )
+    return value
+
+
+def _progress(key: str, value):
+    """``trainer.enable_progress_bar`` (``lengen.progress``): a flag, or the form to use
+    whatever the output. Not ``one_of``: 1 == True would pass it."""
+    if not (isinstance(value, bool) or value in ("bar", "lines")):
+        raise ValueError(f"{key} must be one of true, false, bar, lines; got {value!r}")
     return value
 
 
@@ -258,7 +285,8 @@ class TrainerOptions(Options):
     num_sanity_val_steps: int = option(0, integer(minimum=0))
     gradient_clip_val: float | None = option(1.0, interval(0.0, nullable=True))
     log_every_n_steps: int = option(25, integer())
-    enable_progress_bar: bool = option(True, flag())
+    #: true: bars on a terminal, a line every N steps elsewhere; bar / lines: that form always
+    enable_progress_bar: bool | str = option(True, _progress)
     enable_model_summary: bool = option(False, flag())
     #: lengen's own: checkpoints/last.ckpt every N steps (null: at the end and on signals)
     checkpoint_every_n_steps: int | None = option(500, integer(nullable=True))

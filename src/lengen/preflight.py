@@ -5,12 +5,19 @@ Each check raises ``ConfigError`` whose message starts with the offending key an
 allowed; the entry points print it on one line and exit with status 2, no traceback. In the
 order ``precheck`` asks:
 
+* **the command line as Hydra reads it** (``parse_command_line``: its flags too, so
+  ``--config-dir`` carries nothing past the checks) and **the caches** it will write
+  (``lengen.caches.cache_refusal``);
 * **keys** (``check_group_overrides``, ``check_override_keys``): every ``group=choice`` names a
   yaml, every override names a key that exists;
 * **values** (``validate``): every generic key against its typed config (``lengen.options``),
   and the data source's own keys, without torch;
-* **the run directory's rules** (``lengen.rundir``);
-* **devices and memory** (``check_resources``);
+* **where the run writes** (``check_output_dir``: no file in the way, no name too long, a
+  writable folder) and **how its processes start** (``check_launch``: nodes and ranks that
+  something will start);
+* **the run directory's rules** (``lengen.rundir``; a ``results.json`` that is no JSON object,
+  ``check_results_file``);
+* **devices, precision and memory** (``check_resources``);
 * **components** (``check_components``): the data source's, the encoding's per stack of the
   model, without torch for lengen's own; others are built on the meta device
   (``check_by_building``).
@@ -30,6 +37,7 @@ run's checks again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -40,8 +48,9 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from lengen.build import build, build_data, user_errors
+from lengen.caches import cache_refusal, unwritable_reason
 from lengen.checks import ConfigError, check_batch_split, positive_int
-from lengen.config import CONFIG_DIR, GROUPS, eval_lengths
+from lengen.config import CONFIG_DIR, GROUPS, ROOT, eval_lengths
 from lengen.options import (
     DataSeedOptions,
     EvalOptions,
@@ -56,30 +65,104 @@ from lengen.schema import Options, node_options
 
 
 # -- the command line: everything, before Hydra writes anything --------------------------------
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """A ``train.py`` command line as Hydra reads it (``parse_command_line``)."""
+
+    overrides: list[str]
+    sweeping: bool
+    #: the config root, and ``--config-dir``'s folder before it (Hydra searches it first)
+    config_dirs: tuple[Path, ...] = (CONFIG_DIR,)
+    config_name: str = "train"
+
+
+def parse_command_line(arguments: Sequence[str]) -> Command | None:
+    """Read the command line with Hydra's own parser, so its flags (``--config-dir``,
+    ``--config-name``, …) cannot carry a command past the checks. -> None for the flags that
+    only print (``--help``, ``--cfg``, ``--info``, …): Hydra answers them, running nothing."""
+    from hydra._internal.utils import get_args_parser
+
+    parsed = get_args_parser().parse_args(list(arguments))  # a bad flag: argparse's usage, exit 2
+    if (
+        parsed.help
+        or parsed.hydra_help
+        or parsed.cfg
+        or parsed.info
+        or parsed.shell_completion
+        or parsed.experimental_rerun
+    ):
+        return None
+    primary = CONFIG_DIR
+    if parsed.config_path is not None:  # relative to train.py's folder, as @hydra.main reads it
+        primary = (ROOT / parsed.config_path).resolve()
+    dirs = (primary,)
+    if parsed.config_dir is not None:
+        extra = Path(parsed.config_dir).expanduser().absolute()
+        if not extra.is_dir():
+            raise ConfigError(f"--config-dir={parsed.config_dir}: no such directory")
+        dirs = (extra, primary)
+    for folder in dirs:
+        if not folder.is_dir():
+            raise ConfigError(f"--config-path: {folder} is no directory")
+    return Command(
+        overrides=list(parsed.overrides),
+        sweeping=bool(parsed.multirun),
+        config_dirs=dirs,
+        config_name=parsed.config_name or "train",
+    )
+
+
 def precheck(arguments: Sequence[str]) -> int | None:
     """Everything a command line can be refused for, before Hydra writes anything (it creates
     the run directory and its log first): unknown groups and keys, every value (``validate``),
     every component's own checks (``check_components``: without torch for lengen's own; others
-    built, the model on the meta device), and the run directory's rules. -> an exit status to
+    built, the model on the meta device), where the run writes (``check_output_dir``), how
+    its processes start (``check_launch``), and the run directory's rules. -> an exit status to
     stop with now (0: the run is already done), or None to go on. Raises ConfigError (one line
     naming the key)."""
     from hydra.utils import get_class
 
-    check_group_overrides(arguments)
-    configs = check_override_keys(arguments)
-    values = dict(a.partition("=")[::2] for a in arguments if "=" in a and not a.startswith("-"))
+    command = parse_command_line(arguments)
+    if command is None:
+        return None
+    if (refusal := cache_refusal()) is not None:
+        raise ConfigError(refusal)
+    check_group_overrides(command.overrides, command.config_dirs)
+    configs = check_override_keys(
+        [*command.overrides, *(["-m"] if command.sweeping else [])],
+        command.config_dirs,
+        command.config_name,
+    )
+    values = {
+        key.lstrip("+"): value.strip("'\" ")
+        for key, _, value in (a.partition("=") for a in command.overrides if "=" in a)
+    }
     run_dir = values.get("hydra.run.dir")
-    if run_dir is not None and not run_dir.strip("'\" "):
+    if run_dir is not None and not run_dir:
         raise ConfigError("hydra.run.dir: empty; allowed: a directory path (or leave it unset)")
     for cfg in configs:
         validate(cfg)
-    sweeping = bool({"-m", "--multirun"} & set(arguments))
-    own_subdir = any(a.partition("=")[0].lstrip("+~") == "hydra.sweep.subdir" for a in arguments)
+    sweeping = command.sweeping
+    where = "hydra.sweep.dir" if sweeping else "hydra.run.dir"
+    if values.get(where):
+        check_output_dir(where, values[where])
+    elif command.config_dirs == (CONFIG_DIR,):  # the default: under results/ of this folder
+        check_output_dir(f"{where} (default)", "results/multiruns" if sweeping else "results/runs")
+    own_subdir = "hydra.sweep.subdir" in values or any(
+        a.lstrip("~").startswith("hydra.sweep.subdir") for a in command.overrides
+    )
     if sweeping and not own_subdir:
         check_shared_directories(configs)
+    launcher = values.get("hydra/launcher")
+    cluster = launcher is not None and _submitit(launcher, command.config_dirs)
+    for cfg in configs:
+        check_launch(cfg, sweeping, cluster)
+    if not sweeping:
+        _NEW_RUN_FOLDER["path"] = _first_missing(run_dir) if run_dir is not None else "default"
     # the other ranks of a multi-process run re-run this command into rank 0's directory
     if configs and run_dir is not None and not sweeping and is_rank_zero():
-        directory = RunDirectory(run_dir.strip("'\""))
+        directory = RunDirectory(run_dir)
+        check_results_file(directory.results)
         if directory.finished(configs[0]) is not None:  # resume on a finished run: done
             return 0
         directory.check_start(configs[0])
@@ -90,6 +173,113 @@ def precheck(arguments: Sequence[str]) -> int | None:
         if not check_components(cfg) and get_class(cfg.data._target_).cheap_to_build:
             check_by_building(cfg)
     return None
+
+
+# -- a refusal after Hydra wrote: undone ------------------------------------------------------------
+#: the top folder a single run's directory creates (nothing was there when precheck looked),
+#: or "default" (the default directory, new by its nonce); None: it existed
+_NEW_RUN_FOLDER: dict[str, Path | str | None] = {"path": None}
+
+
+def _first_missing(path: str) -> Path | None:
+    target = Path(path).expanduser().absolute()
+    if target.exists():
+        return None
+    while not target.parent.exists() and target.parent != target:
+        target = target.parent
+    return target
+
+
+def remove_refused_run(output_dir: str | Path) -> None:
+    """A refusal that only the built run can make (a text corpus shorter than an evaluation
+    length, a checkpoint whose shapes differ) comes after Hydra created the run directory and
+    its log: remove what this command created, so a refused command leaves nothing, as one
+    refused by precheck does. Only a folder precheck saw missing is removed, and only while no
+    other process holds its run lock."""
+    import shutil
+
+    output_dir = Path(output_dir).absolute()
+    new = _NEW_RUN_FOLDER["path"]
+    top = output_dir if new == "default" else new
+    if not isinstance(top, Path) or not top.is_dir() or not output_dir.is_relative_to(top):
+        return
+    RunDirectory.release_all()
+    if RunDirectory(output_dir).in_use():  # another process started there meanwhile
+        return
+    shutil.rmtree(top, ignore_errors=True)
+
+
+# -- where the run writes, and how its processes start -------------------------------------------
+def check_output_dir(key: str, path: str) -> None:
+    """A directory the run can make or write (``unwritable_reason``), asked before Hydra makes
+    it, which would fail with a traceback. An existing directory's own rules are
+    ``lengen.rundir``'s."""
+    reason = unwritable_reason(path)
+    if reason is not None:
+        separator = " " if reason.startswith("is ") else ": "
+        raise ConfigError(
+            f"{key}={path}{separator}{reason}; allowed: a directory path in a writable folder"
+        )
+
+
+def check_results_file(results: Path) -> None:
+    """A ``results.json`` that is not a readable JSON object (a directory, a truncated write
+    by a tool of the user's) is neither a finished run nor an unfinished one: say so."""
+    if not results.exists() and not results.is_symlink():
+        return
+    problem = None
+    if not results.is_file():
+        problem = "is not a file"
+    else:
+        try:
+            if not isinstance(json.loads(results.read_text()), dict):
+                problem = "holds no JSON object"
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            problem = f"cannot be read ({type(error).__name__})"
+    if problem is not None:
+        raise ConfigError(
+            f"hydra.run.dir: {results} {problem}, so the run is neither finished nor "
+            f"resumable; allowed: another hydra.run.dir, or move that file away yourself"
+        )
+
+
+#: the variables a cluster launcher or torchrun sets for the nodes of a multi-node run
+NODE_VARIABLES = ("SLURM_NTASKS", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "GROUP_RANK")
+
+
+def check_launch(cfg: DictConfig, sweeping: bool, cluster: bool) -> None:
+    """Runs of several processes start only where something starts them: Lightning starts a
+    node's other ranks by re-running the command line (in a local -m sweep: the whole sweep),
+    and waits, ignoring signals, for nodes nobody starts. ``cluster``: a launcher that starts
+    each run's processes itself (submitit's)."""
+    import os
+
+    nodes = cfg.trainer.get("num_nodes", 1)
+    started = cluster or any(os.environ.get(v) for v in NODE_VARIABLES)
+    if isinstance(nodes, int) and nodes > 1 and not started:
+        raise ConfigError(
+            f"trainer.num_nodes={nodes}: nothing here starts the other nodes (no SLURM job, "
+            f"no torchrun); allowed: trainer.num_nodes=1 here, or a job on several nodes "
+            f"(srun, or -m hydra/launcher=slurm; docs/scaling.md)"
+        )
+    if sweeping and not cluster and processes(cfg.trainer) != 1:
+        raise ConfigError(
+            f"trainer.devices={cfg.trainer.devices} (several processes per run) cannot run "
+            f"inside a local -m sweep; allowed: trainer.devices=1 in local sweeps, or "
+            f"hydra/launcher=slurm, which starts each run's processes itself (docs/scaling.md)"
+        )
+
+
+def _submitit(choice: str, config_dirs: Sequence[Path]) -> bool:
+    """Whether ``hydra/launcher=<choice>`` is submitit's (ours, configs/hydra/launcher/slurm.yaml,
+    extends it), which starts each run's processes on the cluster."""
+    if "submitit" in choice:
+        return True
+    for folder in config_dirs:
+        path = folder / "hydra" / "launcher" / f"{choice}.yaml"
+        if path.is_file():
+            return "submitit" in path.read_text()
+    return False
 
 
 def check_shared_directories(configs: list[DictConfig]) -> None:
@@ -122,14 +312,17 @@ def group_choices(group: str, config_dir: Path = CONFIG_DIR) -> list[str]:
     return sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
 
 
-def check_group_overrides(arguments: Sequence[str], config_dir: Path = CONFIG_DIR) -> None:
+def check_group_overrides(
+    arguments: Sequence[str], config_dirs: Path | Sequence[Path] = CONFIG_DIR
+) -> None:
     """Reject ``group=choice`` command-line overrides naming no yaml (sweeps: each of a,b,c)."""
+    folders = [config_dirs] if isinstance(config_dirs, Path) else list(config_dirs)
     for argument in arguments:
         key, sep, value = argument.partition("=")
         key = key.lstrip("+~")
         if not sep or key not in GROUPS or value in ("", "null"):
             continue
-        allowed = group_choices(key, config_dir)
+        allowed = sorted({c for folder in folders for c in group_choices(key, folder)})
         for choice in value.split(","):
             if choice.strip() not in allowed:
                 raise ConfigError(
@@ -137,7 +330,32 @@ def check_group_overrides(arguments: Sequence[str], config_dir: Path = CONFIG_DI
                 )
 
 
-def check_override_keys(arguments: Sequence[str], config_dir: Path | None = None) -> list:
+@contextlib.contextmanager
+def composing(config_dirs: Sequence[Path]):
+    """Hydra's ``initialize_config_dir`` over several folders, searched in order (train.py's
+    ``--config-dir`` folder is searched before the config root, as Hydra does)."""
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_config_search_path
+    from hydra.initialize import get_gh_backup, restore_gh_from_backup
+    from hydra.version import setbase
+
+    backup = get_gh_backup()
+    setbase("1.3")
+    search_path = create_config_search_path(str(config_dirs[-1]))
+    for folder in reversed(config_dirs[:-1]):
+        search_path.prepend(provider="command-line", path=f"file://{folder}")
+    Hydra.create_main_hydra2(task_name="app", config_search_path=search_path)
+    try:
+        yield
+    finally:
+        restore_gh_from_backup(backup)
+
+
+def check_override_keys(
+    arguments: Sequence[str],
+    config_dirs: Path | Sequence[Path] | None = None,
+    config_name: str = "train",
+) -> list:
     """Compose the config with the command line's overrides, as Hydra will, and turn a key that
     does not exist (or an override Hydra cannot parse) into one ConfigError naming the key.
     -> the composed configs (without ``hydra``), one per trial below.
@@ -145,14 +363,14 @@ def check_override_keys(arguments: Sequence[str], config_dir: Path | None = None
     In a -m sweep each swept value is tried once (the others at their first value), so a key
     that exists for one group choice but not another is caught before any run starts.
     """
-    from hydra import compose, initialize_config_dir
+    from hydra import compose
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     flags = {"-m", "--multirun"}
     # a deletion (~key) needs no value: it must reach the composition all the same
     overrides = [a for a in arguments if not a.startswith("-") and ("=" in a or a[:1] == "~")]
     if any(a.startswith("-") and a not in flags for a in arguments):
-        return []  # Hydra's own flags (--help, --cfg, …): let Hydra handle them
+        return []  # Hydra's own flags: parse_command_line reads them
     parser = OverridesParser.create()
     try:
         parsed = parser.parse_overrides(overrides)
@@ -166,13 +384,15 @@ def check_override_keys(arguments: Sequence[str], config_dir: Path | None = None
                 trial = list(trials[0])
                 trial[index] = f"{override.get_key_element()}={value}"
                 trials.append(trial)
+    folders = config_dirs or CONFIG_DIR
+    folders = [folders] if isinstance(folders, Path) else list(folders)
     configs = []
-    with initialize_config_dir(str(config_dir or CONFIG_DIR), version_base="1.3"):
+    with composing(folders):
         for trial in trials:
             try:
-                configs.append(compose("train", overrides=trial))
+                configs.append(compose(config_name, overrides=trial))
             except Exception as error:  # noqa: BLE001 - reworded below
-                raise _override_error(error, trial) from None
+                raise _override_error(error, trial, config_name) from None
     return configs
 
 
@@ -183,7 +403,7 @@ def _first_value(override) -> str:
     return f"{override.get_key_element()}={first}"
 
 
-def _override_error(error: Exception, trial: list[str]) -> ConfigError:
+def _override_error(error: Exception, trial: list[str], config_name: str) -> ConfigError:
     text = str(error)
     match = re.search(r"Could not (?:override|append to|delete from) '([^']+)'", text)
     if match is None:
@@ -192,7 +412,8 @@ def _override_error(error: Exception, trial: list[str]) -> ConfigError:
         return ConfigError(text.strip().splitlines()[0])
     key = match.group(1)
     parent, _, leaf = key.rpartition(".")
-    allowed = _keys_under(parent, [t for t in trial if not t.startswith(f"{key}=")])
+    rest = [t for t in trial if not t.lstrip("+").startswith(f"{key}=")]
+    allowed = _keys_under(parent, rest, config_name)
     where = f"under {parent}" if parent else "at the top level"
     return ConfigError(
         f"{key}: no such key; allowed {where}: {', '.join(allowed) or 'none'} "
@@ -200,11 +421,11 @@ def _override_error(error: Exception, trial: list[str]) -> ConfigError:
     )
 
 
-def _keys_under(parent: str, trial: list[str]) -> list[str]:
+def _keys_under(parent: str, trial: list[str], config_name: str) -> list[str]:
     from hydra import compose
 
     try:
-        cfg = compose("train", overrides=trial)
+        cfg = compose(config_name, overrides=trial)
     except Exception:  # noqa: BLE001 - another bad override: no list, the key is still named
         return []
     node = OmegaConf.select(cfg, parent) if parent else cfg
@@ -382,8 +603,16 @@ def cuda_available() -> bool:
 
 
 def check_devices(cfg: DictConfig) -> None:
-    """A GPU asked for where there is none: say so now, not in Lightning's words later."""
+    """A GPU asked for where there is none, or half precision on a CPU (slow, and not what
+    any result here was measured with): say so now, not in Lightning's words later."""
     accelerator = str(cfg.trainer.accelerator)
+    precision = str(cfg.trainer.get("precision", "32-true"))
+    cpu = accelerator == "cpu" or (accelerator == "auto" and not cuda_available())
+    if cpu and not precision.startswith(("32", "64")):
+        raise ConfigError(
+            f"trainer.precision={precision}: half precision needs a GPU, and this run trains "
+            f"on the CPU; allowed: 32-true (or 64-true) on the CPU"
+        )
     if accelerator in ("gpu", "cuda") and not cuda_available():
         raise ConfigError(
             f"trainer.accelerator={cfg.trainer.accelerator}: no CUDA GPU is visible here; "

@@ -8,15 +8,26 @@ plot) written beside the original, which is never touched.
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
+import io
 import os
+import pickle
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from lengen.caches import cache_refusal
 from lengen.checks import ConfigError
 from lengen.config import GROUPS
 from lengen.preflight import check_components, check_resources, validate
-from lengen.rundir import load_config
+from lengen.rundir import load_config, stored_config_refusal
+
+#: model keys that set the shapes of the weights (or how they are split into heads)
+MODEL_SHAPE = tuple(
+    f"model.{key}"
+    for key in ("d_model", "n_layers", "n_heads", "d_ff", "n_decoder_layers", "tie_embeddings")
+)
 
 
 def parse_arguments(arguments: Sequence[str]) -> tuple[Path, str | None, list[str]]:
@@ -38,6 +49,12 @@ def parse_arguments(arguments: Sequence[str]) -> tuple[Path, str | None, list[st
                 f"{key}={value}: eval.py re-evaluates the run's own model, encoding and task; "
                 f"allowed: options of them (e.g. pe.scaling=yarn, eval.lengths=[64,128], "
                 f"eval.decoding=greedy)"
+            )
+        elif key.lstrip("+~") in MODEL_SHAPE:
+            # found here, not after torch loaded the weights (seconds later)
+            raise ConfigError(
+                f"{key}={value}: builds a different model than the checkpoint holds (the run's "
+                f"sizes); allowed: options that keep them (e.g. model.attention, pe.scaling)"
             )
         else:
             overrides.append(argument)
@@ -77,10 +94,76 @@ def reserve_tag(run_dir: Path, base: str) -> str:
         candidate, counter = f"{base}-{counter}", counter + 1
 
 
+class _Placeholder:
+    """What a tensor, storage or class of a checkpoint is read as by ``peek_checkpoint``."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __setstate__(self, state):
+        pass
+
+    def __setitem__(self, key, value):
+        pass
+
+    def append(self, value):
+        pass
+
+    def extend(self, values):
+        pass
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Reads the plain values of a pickle (dicts, lists, strings, numbers) and nothing else:
+    every class or function it names is a ``_Placeholder``, so no code of the file's runs."""
+
+    def find_class(self, module, name):
+        if (module, name) == ("collections", "OrderedDict"):
+            return collections.OrderedDict
+        return _Placeholder
+
+    def persistent_load(self, pid):
+        return None  # a tensor's storage: not read
+
+
+def peek_checkpoint(file: Path) -> dict | None:
+    """The plain entries of a checkpoint written by ``torch.save`` (a zip archive holding
+    ``<name>/data.pkl``), read without torch, so eval.py's checks of a checkpoint take a
+    fraction of a second -> None where the file cannot be read so (torch.load then decides)."""
+    try:
+        with zipfile.ZipFile(file) as archive:
+            names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith("/data.pkl")]
+            if len(names) != 1:
+                return None
+            state = _PlainUnpickler(io.BytesIO(archive.read(names[0]))).load()
+    except Exception:  # noqa: BLE001 - any surprise: leave the verdict to torch.load
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def check_checkpoint(run_dir: Path) -> None:
+    """The run's checkpoint, before torch is imported: a file cut short, or one trained with
+    another config than the directory's (two runs' checkpoints swapped), is refused now."""
+    file = run_dir / "checkpoints" / "last.ckpt"
+    if not file.is_file():
+        return  # said by the loader, which names the file
+    if not zipfile.is_zipfile(file):
+        raise ConfigError(
+            f"run={run_dir}: checkpoints/last.ckpt is not a complete PyTorch checkpoint (cut "
+            f"short?); allowed: a run directory whose checkpoint was written in full"
+        )
+    state = peek_checkpoint(file)
+    refusal = stored_config_refusal(run_dir, state) if state is not None else None
+    if refusal is not None:
+        raise ConfigError(refusal)
+
+
 def evaluate_run(arguments: Sequence[str]) -> dict:
     # the command line and the run directory are checked before torch or Lightning is imported
     run_dir, tag, overrides = parse_arguments(arguments)
     tag = check_tag(tag)
+    if (refusal := cache_refusal()) is not None:
+        raise ConfigError(refusal)
     cfg = load_config(run_dir, overrides)
     if not (run_dir / "results.json").is_file():  # its last.ckpt is a mid-training state
         raise ConfigError(
@@ -92,7 +175,9 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
         raise ConfigError(f"run={run_dir}: the directory is not writable; allowed: a writable run")
     check_resources(cfg)
     check_components(cfg)  # the encoding's and data's checks of the overrides, without torch
+    check_checkpoint(run_dir)
     from lengen.api import rebuild_run
+    from lengen.progress import progress_mode
     from lengen.rundir import RunDirectory
     from lengen.train import evaluate_and_write
 
@@ -111,6 +196,7 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
             directory=RunDirectory(run_dir),
             tag=tag,
             train_tokens=run.train_tokens,
+            progress=(progress_mode(True), Path(run_dir).name),  # bars on a terminal, else lines
             extra={
                 "overrides": list(overrides),
                 "tag": tag,

@@ -177,6 +177,29 @@ def test_changed_content_misses_the_cache(tmp_path, corpus):
     assert not text_data(tmp_path, files=files).cache["hit"]
 
 
+def test_a_damaged_cached_tokenizer_is_rebuilt_with_a_note(tmp_path, corpus, capsys):
+    train, valid = corpus
+    files = {"train": str(train), "validation": str(valid)}
+    first = text_data(tmp_path, files=files)
+    for cached in (tmp_path / "cache" / "tokenizers").glob("*.json"):
+        cached.write_text(cached.read_text()[:100])  # a copy cut short
+    second = text_data(tmp_path, files=files)
+    assert "note: cached tokenizer" in capsys.readouterr().err
+    np.testing.assert_array_equal(second.train_ids, first.train_ids)
+
+
+def test_a_damaged_cached_corpus_is_rebuilt_with_a_note(tmp_path, corpus, capsys):
+    train, valid = corpus
+    files = {"train": str(train), "validation": str(valid)}
+    first = text_data(tmp_path, files=files)
+    expected = np.array(first.train_ids)
+    for cached in (tmp_path / "cache" / "corpora").glob("*/train.npy"):
+        cached.write_bytes(cached.read_bytes()[:200])  # a copy cut short
+    second = text_data(tmp_path, files=files)
+    assert "note: cached corpus" in capsys.readouterr().err
+    np.testing.assert_array_equal(second.train_ids, expected)
+
+
 # -- windows ----------------------------------------------------------------------------------
 def test_train_batch_is_a_pure_function_of_seed_and_step(tmp_path, corpus):
     train, valid = corpus
@@ -255,6 +278,26 @@ def test_encoder_models_are_refused(tmp_path, corpus):
     cfg = compose_train(*text_overrides(*corpus, tmp_path), "model=encoder")
     with pytest.raises(ConfigError, match=r"^model: .*model=decoder"):
         build(cfg)
+
+
+def test_encoder_models_are_refused_before_anything_is_built(tmp_path, corpus):
+    cfg = compose_train(*text_overrides(*corpus, tmp_path), "model=encoder")
+    with pytest.raises(ConfigError, match=r"^model: .*model=decoder"):
+        validate(cfg)
+
+
+def test_a_single_line_corpus_to_carve_validation_from_is_refused(tmp_path):
+    (tmp_path / "one.txt").write_text("a single line of text without its end " * 100)
+    cfg = compose_train("data=text", f"data.files.train={tmp_path / 'one.txt'}")
+    with pytest.raises(ConfigError, match=r"^data\.files\.train: .* is a single line"):
+        validate(cfg)
+
+
+def test_a_cache_dir_that_cannot_be_made_is_named(tmp_path, corpus):
+    (tmp_path / "afile").write_text("mine\n")
+    cfg = compose_train(*text_overrides(*corpus, tmp_path), f"data.cache_dir={tmp_path}/afile/c")
+    with pytest.raises(ConfigError, match=r"^data\.cache_dir=.*afile is a file"):
+        validate(cfg)
 
 
 def test_wikitext2_recipe_names_the_shared_files(shared_data):

@@ -16,10 +16,13 @@ import functools
 import json
 import math
 import os
+import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from lengen.caches import cache_refusal
 from lengen.checks import ConfigError, positive_int
 from lengen.data import text_prep
 from lengen.data.text_prep import (
@@ -148,6 +151,16 @@ class TextDataOptions(Options):
             found = expand_files(key, getattr(self.files, split))
             if found:
                 check_text_files(key, found, file_builder(key, found))
+            # validation is carved off as whole last rows (lines): one line leaves none,
+            # found now rather than after the whole corpus is tokenised
+            carved = split == "train" and self.files.validation is None
+            text = found and file_builder(key, found) == "text"
+            if carved and text and sum(text_prep.count_lines(f, at_most=2) for f in found) < 2:
+                raise ValueError(
+                    f"{key}: {found[0]} is a single line, so no validation rows can be "
+                    f"carved off its end; allowed: text of several lines, or "
+                    f"data.files.validation"
+                )
 
 
 class TextData:
@@ -186,11 +199,7 @@ class TextData:
         progress: bool = True,
         **options,
     ) -> None:
-        if model_kind != "decoder":
-            raise ValueError(
-                f"model: data=text trains causal language models; allowed: model=decoder, got "
-                f"a model of kind {model_kind!r}"
-            )
+        check_model_kind(model_kind)
         #: the options, checked (``TextDataOptions``)
         self.cfg = cfg = self.Options.from_keys(options, owner="TextData")
         cfg.check()
@@ -271,6 +280,13 @@ class TextData:
         )
         corpus_dir = self.cache_dir / "corpora" / key
         hit = (corpus_dir / "info.json").is_file()
+        if hit and (damage := _damage(corpus_dir)) is not None:  # e.g. a copy cut short
+            print(
+                f"note: cached corpus {corpus_dir} is damaged ({damage}); rebuilding it",
+                file=sys.stderr,
+            )
+            shutil.rmtree(corpus_dir, ignore_errors=True)
+            hit = False
         if not hit:
             self._tokenise(corpus_dir, rows)
         info = json.loads((corpus_dir / "info.json").read_text())
@@ -385,7 +401,6 @@ class TextData:
         return text_prep.carve(train, fraction)
 
     def _tokenise(self, corpus_dir: Path, rows) -> None:
-        import shutil
         import tempfile
 
         import numpy as np
@@ -435,11 +450,19 @@ class TextData:
         named) and the text evaluation's keys; ConfigError naming the key."""
         from omegaconf import OmegaConf
 
+        from lengen.options import model_options
+
         try:
+            options = model_options(cfg.model.get("_target_"))
+            if options is not None:  # a user's model: its kind is read when it is built
+                check_model_kind(options.kind)
             options = cls.Options.from_node(OmegaConf.to_container(cfg.data, resolve=True))
             options.check()
             options.check_files()
             text_prep.check_text_eval(cfg)
+            refusal = cache_refusal(os.path.expanduser(str(options.cache_dir)), "data.cache_dir")
+            if refusal is not None:  # trained tokenizers and tokenised corpora go there
+                raise ConfigError(refusal)
         except ConfigError:
             raise
         except ValueError as error:
@@ -537,6 +560,32 @@ class TextData:
             "train_lengths": [self.min_len, self.train_len],
             "cache": self.cache,
         }
+
+
+def _damage(corpus_dir: Path) -> str | None:
+    """What is wrong with a cached corpus (None: it reads): its info, or an array shorter than
+    its header says (a truncated copy), each read as the run will read it."""
+    import numpy as np
+
+    try:
+        info = json.loads((corpus_dir / "info.json").read_text())
+        counts = {"train": info["train_tokens"], "validation": info["validation_tokens"]}
+        for name in ("train", "validation", "validation_bytes"):
+            array = np.load(corpus_dir / f"{name}.npy", mmap_mode="r")
+            expected = counts.get(name, counts["validation"])
+            if array.shape != (expected,):
+                return f"{name}.npy holds {array.shape[0]} tokens, info.json says {expected}"
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return f"{type(error).__name__}: {str(error)[:100]}"
+    return None
+
+
+def check_model_kind(kind: str) -> None:
+    if kind != "decoder":
+        raise ValueError(
+            f"model: data=text trains causal language models; allowed: model=decoder, got a "
+            f"model of kind {kind!r}"
+        )
 
 
 def _column(table, text_field: str, key: str):

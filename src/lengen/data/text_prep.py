@@ -24,6 +24,7 @@ import glob
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -121,6 +122,17 @@ def _utf8_problem(path: Path, size: int, mtime_ns: int) -> str | None:
     except UnicodeDecodeError:
         return "ends inside a UTF-8 character; allowed: UTF-8 text"
     return None
+
+
+def count_lines(path: Path, at_most: int) -> int:
+    """Lines (rows of the ``text`` builder) of a file, counted up to ``at_most``: read in blocks,
+    a final line without a newline counted too."""
+    lines, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        while lines < at_most and (block := handle.read(1 << 22)):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return min(lines + (last != b"\n"), at_most)
 
 
 def content_hash(files: Iterable[Path]) -> str:
@@ -282,13 +294,33 @@ def load_tokenizer(
         "version": CACHE_VERSION,
     }
     path = cache_dir / "tokenizers" / f"{spec}-{settings_key(settings)}.json"
-    hit = path.is_file()
+    tokenizer = _cached_tokenizer(path)
+    hit = tokenizer is not None
     if hit:
         text = path.read_text()
     else:
-        text = new_tokenizer(spec, vocab_size, train_rows() if learned else [], progress).to_str()
+        tokenizer = new_tokenizer(spec, vocab_size, train_rows() if learned else [], progress)
+        text = tokenizer.to_str()
         atomic_write(path, text)
-    return Tokenizer.from_str(text), hashlib.sha256(text.encode()).hexdigest(), hit
+    return tokenizer, hashlib.sha256(text.encode()).hexdigest(), hit
+
+
+def _cached_tokenizer(path: Path):
+    """The tokenizer cached at ``path``, or None: none there, or a damaged file (truncated by a
+    full disk or a copy), which is said in one line and rebuilt, so a bad cache entry does not
+    fail every later run until someone deletes it."""
+    from tokenizers import Tokenizer
+
+    if not path.is_file():
+        return None
+    try:
+        return Tokenizer.from_str(path.read_text())
+    except Exception as error:  # noqa: BLE001 - whatever the damage, the entry is rebuilt
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:120]
+        print(
+            f"note: cached tokenizer {path} is damaged ({reason}); rebuilding it", file=sys.stderr
+        )
+        return None
 
 
 # -- encoding ---------------------------------------------------------------------------------
