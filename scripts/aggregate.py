@@ -2,9 +2,14 @@
 
 python scripts/aggregate.py <folder> [--metric exact_match] [--min-accuracy 0.9]
                                      [--exclude-not-learned] [--reached-criterion] [--tag TAG]
+                                     [--out DIR]
+python scripts/aggregate.py [LABEL=]<folder> [LABEL=]<folder> … --out DIR   (sweeps compared)
 
-Writes summary.csv, summary.md, ranking.csv, failed.csv and runs.csv into <folder>; the rules
-(grouping, statistics, flags, ranking) are in docs/analysis.md and src/lengen/aggregate/.
+Writes summary.csv, summary.md, ratios.csv, ranking.csv, failed.csv and runs.csv into <folder>
+(or --out DIR; with --metric other than exact_match the metric's tables are summary.<metric>.csv,
+…), and extension.csv / extension.md where runs carry eval.py re-evaluations; the rules
+(grouping, statistics, flags, ranking, names) are in docs/analysis.md and src/lengen/aggregate/.
+Exit 0 done; 2 bad input or an output folder that cannot be written (nothing written).
 """
 
 from __future__ import annotations

@@ -1,14 +1,18 @@
 """Figures from a sweep folder, of a run's attention, or of the positional encodings themselves.
 
 python scripts/plot.py <folder> [--metric exact_match] [--exclude-not-learned] [--tag TAG] [--out DIR]
+                              [--labels names.yaml]
+python scripts/plot.py [LABEL=]<folder> [LABEL=]<folder> … --out DIR   (sweeps compared)
 python scripts/plot.py attention <run dir> --length L [--samples 16] [--out DIR]
 python scripts/plot.py pe-analysis [--pe all|sinusoidal|rope] [--length 128] [--dim 64] --out DIR
 python scripts/plot.py pe-analysis --grid 16x16 [--pe all|sinusoidal|rope|rope_mixed|alibi] --out DIR
 
 The first writes extrapolation_<metric>_<task>_<model>_len<L>.{png,pdf} (mean ± 95% CI over
-seeds per PE), heatmap_<metric>.{png,pdf}, attention_diagnostics_<task>_<model>_len<L>.{png,pdf}
-and, for retrieval tasks, depth_<…>.{png,pdf} per configuration and accuracy_by_depth.csv into
-the folder; the second the attention maps and
+seeds per configuration; with 3 seeds or fewer the seeds themselves), heatmap_<metric>.{png,pdf},
+extension_<metric>_<…>.{png,pdf} (length-extension methods, where runs carry eval.py
+re-evaluations), attention_diagnostics_<task>_<model>_len<L>.{png,pdf} and, for retrieval tasks,
+depth_<…>.{png,pdf} per configuration and accuracy_by_depth.csv into the folder (or --out DIR);
+lines are named by what sets them apart, renamed with --labels FILE; the second the attention maps and
 mean attention distance of a run's checkpoint at one length; the third the PE-matrix, waveform,
 similarity and RoPE-score figures and prints the PE(p+k) = T(k)·PE(p) check; with ``--grid HxW``
 the same on a 2-D grid, seen from the centre cell (similarity image, 2-D RoPE and RoPE-Mixed
@@ -51,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         parser.add_argument("--out", type=Path, required=True, help="folder for the figures")
         args = parser.parse_args(argv[1:])
+        from lengen.aggregate.report import unwritable
+
+        if problem := unwritable(args.out):
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
         if args.grid is not None:
             return _grid_analysis(args)
         if args.pe not in ("all", "sinusoidal", "rope"):
@@ -79,40 +88,106 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from lengen.aggregate import add_selection_arguments, summary_from_arguments, warnings_for
+    from lengen.aggregate.report import unwritable
 
     parser = argparse.ArgumentParser(
         prog="plot.py",
-        description="Figures of a sweep folder (metric vs length with 95%% CI bands, PE × task "
-        "heatmap, attention diagnostics vs length, accuracy by depth over seeds), from the same "
-        "aggregation as aggregate.py. Also: plot.py pe-analysis --help.",
+        description="Figures of a sweep folder (metric vs length with 95% CI bands or, with 3 "
+        "seeds or fewer, the seeds themselves; PE × task heatmap; length-extension methods "
+        "compared where runs carry eval.py re-evaluations; attention diagnostics vs length; "
+        "accuracy by depth over seeds), from the same aggregation as aggregate.py. Several "
+        "folders ([LABEL=]FOLDER …, with --out): the sweeps compared. Also: plot.py attention "
+        "--help, plot.py pe-analysis --help. Exit 0 done, 2 bad input or an output folder that "
+        "cannot be written (nothing written), 4 writing failed on the way (a full disk).",
     )
-    parser.add_argument("folder", type=Path)
+    parser.add_argument("folder", nargs="+", help="a sweep folder; several: [LABEL=]FOLDER")
     add_selection_arguments(parser)
     parser.add_argument("--out", type=Path, default=None, help="default: the folder itself")
+    parser.add_argument(
+        "--labels",
+        type=Path,
+        default=None,
+        help="a YAML (or JSON) file mapping a line's automatic name to the name to show, e.g. "
+        "'rope [base=500]: RoPE, base 500' (docs/analysis.md)",
+    )
     args = parser.parse_args(argv)
+    renames = _read_labels(args.labels) if args.labels else {}
+    if renames is None:
+        return 2
     summary = summary_from_arguments(args)
     if summary is None:
         return 2
+    out_dir = args.out or summary.folder
+    if problem := unwritable(out_dir):
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     for line in warnings_for(summary):
         print(f"warning: {line}", file=sys.stderr)
-    paths = plot_sweep(summary, args.out or args.folder)
-    paths += _diagnostics(summary, args.out or args.folder)
+    for name in _unmatched(renames, summary.rows):
+        print(f"warning: --labels: no line is named {name!r} (a line's name as the legend shows "
+              "it without its (n=…), or a config_hash)", file=sys.stderr)  # fmt: skip
+    from lengen.aggregate.report import write_failure
+
+    try:
+        paths = plot_sweep(summary, out_dir, renames=renames)
+        paths += _extension(summary, out_dir, renames)
+        paths += _diagnostics(summary, out_dir, renames)
+    except OSError as error:  # after the probe: a disk that filled up, a folder made read-only
+        print(f"error: {write_failure(out_dir, error)}", file=sys.stderr)
+        return 4
     if not paths:
         print("warning: nothing to plot (no aggregated runs)", file=sys.stderr)
     print("\n".join(str(path) for path in paths))
     return 0
 
 
-def _diagnostics(summary, out_dir: Path) -> list[Path]:
+def _unmatched(renames: dict[str, str], rows: list[dict]) -> list[str]:
+    """The keys of ``--labels`` that name no line (a typo would otherwise change nothing)."""
+    from lengen.plots.sweep import line_names
+
+    names = line_names(rows)
+    return [key for key in renames if key not in names and key not in names.values()]
+
+
+def _read_labels(path: Path) -> dict[str, str] | None:
+    """``--labels FILE``: {automatic name: shown name}, or None (message printed) where the file
+    cannot be read or is not a mapping of names to names."""
+    import yaml
+
+    try:
+        mapping = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        reason = getattr(error, "strerror", None) or type(error).__name__
+        print(f"error: --labels {path}: cannot be read ({reason})", file=sys.stderr)
+        return None
+    if not isinstance(mapping, dict) or not all(
+        isinstance(value, (str, int, float)) for value in mapping.values()
+    ):
+        print(f"error: --labels {path}: must map each automatic line name to a new name, "
+              "e.g. 'rope [base=500]: RoPE 500'", file=sys.stderr)  # fmt: skip
+        return None
+    return {str(key): str(value) for key, value in mapping.items()}
+
+
+def _extension(summary, out_dir: Path, renames: dict[str, str]) -> list[Path]:
+    """Length-extension methods compared, where runs carry eval.py re-evaluations."""
+    from lengen.aggregate.extension import extension_rows
+    from lengen.plots.sweep import line_names, plot_extension
+
+    rows = extension_rows(summary)
+    return plot_extension(rows, out_dir, names=line_names(summary.rows, renames)) if rows else []
+
+
+def _diagnostics(summary, out_dir: Path, renames: dict[str, str]) -> list[Path]:
     """The sweep's attention diagnostics and depth grids (``lengen.aggregate.diagnostics``), of
     the same runs as the summary, each configuration named as in its figures."""
     from lengen.aggregate.diagnostics import write_sweep_diagnostics
+    from lengen.plots.sweep import line_names
 
     runs = summary.aggregated
     if summary.exclude_not_learned:
         runs = [run for run in runs if run.learned is not False]
-    labels = {row["config_hash"]: str(row["pe"]) + (f" [{row['settings']}]" if row["settings"]
-              else "") for row in summary.rows}  # fmt: skip
+    labels = line_names(summary.rows, renames)
     return write_sweep_diagnostics(runs, out_dir, tag=summary.tag, labels=labels)
 
 
@@ -153,14 +228,20 @@ def _attention_main(argv: list[str]) -> int:
     parser.add_argument("--samples", type=int, default=16, help="held-out instances (16)")
     parser.add_argument("--out", type=Path, default=None, help="default: the run directory")
     args = parser.parse_args(argv)
+    from lengen.aggregate.report import unwritable
     from lengen.attention_maps import analyse_run
+
+    if args.run.is_dir() and (problem := unwritable(args.out or args.run)):
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
 
     try:
         report = analyse_run(args.run, args.length, args.out, args.samples)
     except (ConfigError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"mean attention distance at length {args.length} (tokens; rows: layers, columns: heads)")
+    unit = report.get("distance_unit", "tokens")  # grids: cells
+    print(f"mean attention distance at length {args.length} ({unit}; rows: layers, columns: heads)")
     for name, row in zip(report["layers"], report["mean_attention_distance"], strict=True):
         print(f"  layer {name:>10}: " + "  ".join(f"{d:7.2f}" for d in row))
     print("\n".join(report["paths"]))

@@ -7,9 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-.venv/bin/python}
 sweep=${1:?usage: bash scripts/summarize_tasks.sh <sweep dir>}
-"$python" scripts/aggregate.py "$sweep" --metric accuracy
-for file in summary.md summary.csv ranking.csv ratios.csv; do
-    mv "$sweep/$file" "$sweep/${file%.*}.accuracy.${file##*.}"
-done
+"$python" scripts/aggregate.py "$sweep" --metric accuracy   # names its outputs *.accuracy.*
 "$python" scripts/aggregate.py "$sweep" --metric exact_match
 "$python" scripts/plot.py "$sweep" --metric exact_match

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 BASE_CONFIG = {
@@ -126,3 +130,19 @@ def make_sweep(folder: Path) -> Path:
         overrides={"model.d_model": 64},
     )
     return folder
+
+
+def read_only(folder: Path, command: list[str]) -> list[str]:
+    """``command`` seeing ``folder`` read-only, its files still readable: as root a read-only
+    bind mount in a mount namespace of its own; otherwise the write permission removed."""
+    if os.geteuid() != 0:
+        for path in [folder, *(p for p in folder.rglob("*") if p.is_dir())]:
+            path.chmod(0o555)
+        return command
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode
+    ):
+        pytest.skip("root without mount namespaces: no way to make a read-only folder")
+    mount = 'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" && exec "$@"'
+    return ["unshare", "-m", "sh", "-c", mount, str(folder), *command]

@@ -231,7 +231,7 @@ def test_ranking_skips_in_distribution_and_single_pe_comparisons(sweep):
 # -- outputs and CLI ---------------------------------------------------------------------------
 def test_summary_csv_has_the_documented_columns(sweep):
     write_outputs(aggregate(sweep))
-    with open(sweep / "summary.csv") as handle:
+    with open(sweep / "summary.accuracy.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert {"config_hash", "pe", "task", "model", "train_len", "length", "protocol"} <= set(rows[0])
     assert {"in_distribution", "mean", "std", "ci95_low", "ci95_high", "n_seeds"} <= set(rows[0])
@@ -241,7 +241,7 @@ def test_summary_csv_has_the_documented_columns(sweep):
 
 def test_summary_md_states_the_method_and_lists_flags(sweep):
     write_outputs(aggregate(sweep))
-    text = (sweep / "summary.md").read_text()
+    text = (sweep / "summary.accuracy.md").read_text()
     assert "95% CI, Student t, n−1 degrees of freedom" in text
     assert "alibi_seed2_failed" in text and "rope_seed2" in text
     assert "0.600 ± 1.271" in text  # the alibi cell at length 8
@@ -475,13 +475,13 @@ def test_ranking_leaves_out_comparisons_in_which_no_encoding_learned(tmp_path):
 
 def test_left_out_comparisons_are_listed_in_ranking_csv_and_summary_md(tmp_path):
     write_outputs(aggregate(unlearned_task_sweep(tmp_path)))
-    with open(tmp_path / "ranking.csv") as handle:
+    with open(tmp_path / "ranking.accuracy.csv") as handle:
         left_out = [row for row in csv.DictReader(handle) if row["scope"] == "left out"]
     assert [(r["task"], r["model"], r["train_len"], r["protocol"]) for r in left_out] == [
         ("reverse", "decoder", "4", "teacher_forced")
     ]
     assert left_out[0]["n_comparisons"] == "1"
-    text = (tmp_path / "summary.md").read_text()
+    text = (tmp_path / "summary.accuracy.md").read_text()
     assert "No encoding learned reverse in distribution: nothing to rank." in text
     assert "| reverse | decoder | 4 | teacher_forced | 1 | no encoding learned reverse" in text
 
@@ -541,7 +541,7 @@ def test_above_baseline_uses_the_mean_with_one_seed(tmp_path):
 
 def test_summary_md_marks_cells_not_above_the_baseline(tmp_path):
     write_outputs(aggregate(baseline_sweep(tmp_path)))
-    text = (tmp_path / "summary.md").read_text()
+    text = (tmp_path / "summary.accuracy.md").read_text()
     assert "| 0.650 ± 0.635 ≤b |" in text
     assert "≤b: not above the trivial baseline" in text
 
@@ -610,7 +610,7 @@ def test_draw_std_is_the_seed_mean_of_the_metrics_draw_std(tmp_path):
 
 def test_summary_md_shows_the_draw_std_beside_the_seed_interval(tmp_path):
     write_outputs(aggregate(draws_sweep(tmp_path)))
-    assert "0.800 ± 0.000 [draws ±0.030]" in (tmp_path / "summary.md").read_text()
+    assert "0.800 ± 0.000 [draws ±0.030]" in (tmp_path / "summary.accuracy.md").read_text()
 
 
 # -- runs that did not learn, said where users look --------------------------------------------

@@ -78,7 +78,7 @@ def test_statistic_max_ranks_by_the_best_seed(tmp_path):
 def test_statistic_max_shows_the_maximum_in_summary_md(tmp_path):
     summary = aggregate(two_pe_sweep(tmp_path), statistic="max")
     write_outputs(summary)
-    text = (tmp_path / "summary.md").read_text()
+    text = (tmp_path / "summary.accuracy.max.md").read_text()
     assert "## Results (accuracy: maximum over seeds)" in text
     assert "| A | – | 2 | 1.000 (max of 2) | 0.900 (max of 2) |" in text
 
@@ -156,7 +156,7 @@ def test_ratio_thresholds_are_configurable(sweep):
 
 def test_ratios_csv_has_the_documented_columns(sweep):
     write_outputs(aggregate(sweep))
-    with open(sweep / "ratios.csv") as handle:
+    with open(sweep / "ratios.accuracy.csv") as handle:
         assert tuple(csv.DictReader(handle).fieldnames) == RATIO_COLUMNS
 
 
@@ -167,7 +167,7 @@ def test_the_ranking_reports_each_pes_mean_ratio(sweep):
 
 def test_summary_md_has_a_ratio_section(sweep):
     write_outputs(aggregate(sweep))
-    text = (sweep / "summary.md").read_text()
+    text = (sweep / "summary.accuracy.md").read_text()
     assert "## Length-generalisation ratio ρ_τ" in text
     row = "| rope | model.d_model=128 | 0.9 | 3 | 0.667 ± 1.43 | 0.577 | 0 | 1 | 1 / 0 |"
     assert row in text

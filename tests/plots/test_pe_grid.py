@@ -48,3 +48,41 @@ def test_bad_grid_is_refused_in_one_line(tmp_path, capsys, grid):
 def test_grid_only_encodings_need_grid(tmp_path, capsys):
     assert main(["pe-analysis", "--pe", "alibi", "--out", str(tmp_path)]) == 2
     assert "--grid" in capsys.readouterr().err
+
+
+# -- how the grid panels are coloured and ticked (issue #33 item 5) ----------------------------
+@pytest.fixture
+def grid_figures(tmp_path, monkeypatch):
+    """{figure name: the Figure} of ``plot_pe_grid_analysis`` on a 16×16 grid, not saved."""
+    import lengen.plots.pe as pe_plots
+
+    figures = {}
+
+    def keep(fig, stem, formats=("png", "pdf"), dpi=None):
+        figures[stem.name] = fig
+        return []
+
+    monkeypatch.setattr(pe_plots, "save_figure", keep)
+    plot_pe_grid_analysis(tmp_path, "all", (16, 16), 16)
+    yield figures
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+def test_sinusoidal_similarity_is_coloured_over_its_own_range(grid_figures):
+    (image,) = grid_figures["pe_grid_sinusoidal_similarity"].axes[0].images
+    values = image.get_array()
+    assert image.get_clim() == pytest.approx((values.min(), values.max()))
+
+
+def test_panels_that_compare_share_one_colour_scale(grid_figures):
+    for name in ("pe_grid_alibi_distance", "pe_grid_rope_scores"):
+        axes = [ax for ax in grid_figures[name].axes if ax.images]
+        assert len({ax.images[0].get_clim() for ax in axes}) == 1, name
+
+
+def test_grid_cells_get_integer_ticks(grid_figures):
+    ax = grid_figures["pe_grid_alibi_distance"].axes[0]
+    ticks = [*ax.get_xticks(), *ax.get_yticks()]
+    assert all(float(tick).is_integer() for tick in ticks)

@@ -287,3 +287,52 @@ def test_a_run_writes_its_figure_at_eval_plot_dpi(tmp_path, single_thread):
         tmp_path / "again" / "extrapolation.png"
     )
     assert (tmp_path / "extrapolation.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+# -- attention on a grid (issue #33 item 5) ----------------------------------------------------
+@pytest.fixture
+def grid_attention():
+    """A 4×4 grid and two readout slots (positions −1), one layer of two heads: from every
+    query, head 0 puts all its weight on cell (1, 2), head 1 spreads it evenly over the cells."""
+    import torch
+
+    from lengen.data.layout import grid_coordinates
+
+    positions = torch.cat([grid_coordinates((4, 4)), torch.full((2, 2), -1)])  # (18, 2)
+    weights = torch.zeros(1, 2, 18, 18)
+    weights[0, 0, :, 1 * 4 + 2] = 1.0
+    weights[0, 1, :, :16] = 1 / 16
+    return [weights], positions
+
+
+def test_grid_queries_are_the_centre_the_corner_and_a_readout_slot(grid_attention):
+    from lengen.plots.run import grid_queries
+
+    _, positions = grid_attention
+    assert grid_queries(positions) == [
+        (2 * 4 + 2, "query at cell (2, 2)"),
+        (0, "query at cell (0, 0)"),
+        (16, "first readout slot"),
+    ]
+
+
+def test_grid_attention_is_drawn_at_the_cells_it_lands_on(grid_attention):
+    import numpy as np
+
+    from lengen.plots.run import grid_attention_maps_figure
+
+    recorded, positions = grid_attention
+    fig = grid_attention_maps_figure(recorded, ["0"], positions, 4, 2)
+    first = fig.axes[0].images[0].get_array()  # layer 0, centre query, head 0: a 4×4 image
+    expected = np.zeros((4, 4))
+    expected[1, 2] = 1.0
+    assert np.asarray(first) == pytest.approx(expected)
+
+
+def test_grid_attention_marks_the_training_grid_in_cells(grid_attention):
+    from lengen.plots.run import grid_attention_maps_figure
+
+    recorded, positions = grid_attention
+    fig = grid_attention_maps_figure(recorded, ["0"], positions, 4, 2)
+    (box,) = fig.axes[0].patches
+    assert (box.get_width(), box.get_height()) == (2, 2)

@@ -19,7 +19,7 @@ from sweep_fixture import make_sweep, write_run
 def plotted(tmp_path_factory) -> Path:
     """The fake sweep with scripts/plot.py run on it (once for the module)."""
     sweep = make_sweep(tmp_path_factory.mktemp("plots") / "sweep")
-    # a second task: the PE × task heatmap is drawn only when there are several setups
+    # a second task: the PE × task heatmap has two columns
     write_run(sweep, "alibi_reverse_seed0", accuracy={4: 0.9, 8: 0.4},
               overrides={"data.name": "reverse"})  # fmt: skip
     completed = subprocess.run(
@@ -79,14 +79,12 @@ def test_sweep_figure_draws_the_position_draw_spread_as_error_bars(panel):
     assert (x_low, x_high, low, high) == pytest.approx((8, 8, 0.77, 0.83))
 
 
-def test_no_heatmap_for_a_single_setup(tmp_path):
-    from lengen.plots import plot_extrapolation_heatmap
-
-    rows = [r for r in aggregate(make_sweep(tmp_path / "sweep")).rows if r["task"] == "copy"]
-    rows = [
-        r for r in rows if (r["model"], r["train_len"]) == (rows[0]["model"], rows[0]["train_len"])
-    ]
-    assert plot_extrapolation_heatmap(rows) is None
+def test_a_one_column_sweep_gets_its_heatmap(tmp_path):
+    # the common first sweep (one task, model, training length) is promised a heatmap too
+    sweep = make_sweep(tmp_path / "sweep")
+    plot = [sys.executable, str(ROOT / "scripts" / "plot.py"), str(sweep)]
+    subprocess.run(plot, check=True, capture_output=True, timeout=120)
+    assert_png(sweep / "heatmap_exact_match.png")
 
 
 def test_tagged_figures_are_named_by_their_tag_and_leave_the_runs_own_alone(tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lengen.aggregate.extension import EXTENSION_COLUMNS, extension_rows
 from lengen.aggregate.load import DESCRIBED
 from lengen.aggregate.stats import (
     RANKING_COLUMNS,
@@ -25,6 +26,7 @@ from lengen.atomic import atomic_write
 from lengen.identity import AVERAGED_MAY_DIFFER
 from lengen.results import (
     CONFIG_NAME,
+    HEADLINE_METRIC,
     LEARNED_ACCURACY,
     LM_FALLBACK_METRIC,
     METRIC_DIRECTIONS,
@@ -76,13 +78,44 @@ MARKS = {
     "positions; mean over seeds, `draw_std` in summary.csv)",
     "≤b": "not above the trivial baseline, the best constant answer per position on the same "
     "instances (`baseline` in summary.csv): the mean with n=1, the CI's lower end with n ≥ 2",
+    "[k NaN]": "k seeds' values were NaN (a diverged run): left out of n and of the statistics, "
+    "counted in `n_nan` of summary.csv",
 }
 
 
-def write_outputs(summary: Summary, out_dir: str | Path | None = None) -> list[Path]:
-    """summary.csv, summary.md, ratios.csv, ranking.csv, failed.csv and runs.csv (``.<tag>`` inserted
-    before the extension with a tag), written atomically; returns the paths. In the CSV files
-    None is an empty field and numbers have full precision."""
+#: the metric whose outputs keep the plain names (summary.csv, summary.md, ranking.csv,
+#: ratios.csv): the headline, the default of ``--metric``
+PLAIN_METRIC = HEADLINE_METRIC
+#: outputs whose content depends on ``--metric`` / on ``--statistic``: their names carry it
+#: where it is not the default, so one folder holds every metric's tables side by side
+BY_METRIC = ("summary.csv", "summary.md", "ratios.csv", "ranking.csv", "extension.csv")
+BY_METRIC += ("extension.md",)
+BY_STATISTIC = (
+    "summary.md",
+    "ranking.csv",
+    "extension.md",
+)  # summary.csv and ratios.csv hold every statistic
+
+
+def output_name(name: str, tag: str | None, metric: str, statistic: str = "mean") -> str:
+    """``summary.csv`` -> the file's name for these options: ``.<tag>``, then ``.<metric>``
+    unless the metric is the headline (exact match), then ``.<statistic>`` unless the mean, each
+    before the extension: ``summary.yarn3.accuracy.csv``, ``summary.max.md``. The figures of
+    ``plot.py --metric M`` hold the numbers of ``output_name("summary.csv", tag, M)``."""
+    stem, extension = name.rsplit(".", 1)
+    parts = [stem, *([tag] if tag else [])]
+    parts += [metric] if name in BY_METRIC and metric != PLAIN_METRIC else []
+    parts += [statistic] if name in BY_STATISTIC and statistic != "mean" else []
+    return ".".join([*parts, extension])
+
+
+def write_outputs(
+    summary: Summary, out_dir: str | Path | None = None, extension: list[dict] | None = None
+) -> list[Path]:
+    """summary.csv, summary.md, ratios.csv, ranking.csv, failed.csv and runs.csv, and with
+    ``extension`` rows (``lengen.aggregate.extension``) extension.csv and extension.md, named by
+    :func:`output_name` (tag, metric, statistic), written atomically; returns the paths. In the
+    CSV files None is an empty field and numbers have full precision."""
     tables = {
         "summary.csv": (summary.rows, SUMMARY_COLUMNS),
         "summary.md": format_markdown(summary),
@@ -94,6 +127,9 @@ def write_outputs(summary: Summary, out_dir: str | Path | None = None) -> list[P
         "failed.csv": ([run.record for run in summary.failed], RUN_COLUMNS),
         "runs.csv": ([run.record for run in summary.runs], RUN_COLUMNS),
     }
+    if extension:
+        tables["extension.csv"] = (extension, EXTENSION_COLUMNS)
+        tables["extension.md"] = format_extension(summary, extension)
     paths = []
     for name, table in tables.items():
         if isinstance(table, tuple):
@@ -101,10 +137,49 @@ def write_outputs(summary: Summary, out_dir: str | Path | None = None) -> list[P
             cells = [{k: "" if row.get(k) is None else row[k] for k in columns} for row in rows]
             frame = pd.DataFrame(cells, columns=list(columns), dtype=object)
             table = frame.to_csv(index=False, lineterminator="\n", na_rep="nan")
-        name = name if summary.tag is None else name.replace(".", f".{summary.tag}.")
+        name = output_name(name, summary.tag, summary.metric, summary.statistic)
         paths.append(Path(out_dir or summary.folder) / name)
         atomic_write(paths[-1], table)
     return paths
+
+
+def unwritable(out_dir: str | Path) -> str | None:
+    """Why the outputs cannot go into ``out_dir``, as the line aggregate.py and plot.py print
+    before exiting 2 with nothing written; None where they can. Checked by writing and removing
+    a probe file in it or, where it does not exist yet, in the nearest folder above it (which
+    makes nothing): root ignores permission bits, a read-only mount it does not."""
+    import tempfile
+
+    out_dir = Path(out_dir)
+    existing = next((p for p in (out_dir, *out_dir.absolute().parents) if p.exists()), None)
+    if existing is None:
+        return None
+    if not existing.is_dir():
+        where = "is a file" if existing == out_dir else f"cannot be made: {existing} is a file"
+        return f"{out_dir} {where}; write the outputs elsewhere with --out DIR"
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".lengen-probe."):
+            pass
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        where = (
+            "is not writable"
+            if existing == out_dir
+            else f"cannot be made: {existing} is not writable"
+        )
+        return f"{out_dir} {where} ({reason}); write the outputs elsewhere with --out DIR"
+    return None
+
+
+def write_failure(out_dir: str | Path, error: OSError) -> str:
+    """The line for an output that could not be written after the folder passed
+    :func:`unwritable` (exit 4): each file is written atomically, so every file is whole, the
+    new one or the one before."""
+    reason = error.strerror or type(error).__name__
+    return (
+        f"writing into {out_dir} failed ({reason}); each file there is whole (old or new): "
+        "free the space or write elsewhere with --out DIR, and run again"
+    )
 
 
 def _names(runs, limit: int | None = None) -> str:
@@ -125,6 +200,15 @@ def warnings_for(summary: Summary) -> list[str]:
         f"{len(not_learned)} run(s) did not learn in distribution ({verb}): "
         + _names(not_learned, 5): not_learned,
     }
+    if nan_rows := summary.nan_rows:
+        runs = sorted({name for row in nan_rows for name in row["_nan_runs"]})
+        lines[
+            f"{sum(row['n_nan'] for row in nan_rows)} NaN value(s) of {summary.metric} in "
+            f"{len(runs)} run(s), left out of the statistics and counted in n_nan "
+            f"(summary.csv, [k NaN] in summary.md): "
+            + ", ".join(runs[:5])
+            + (" …" if len(runs) > 5 else "")
+        ] = True
     return [line for line, applies in lines.items() if applies] + [
         f"ranking: {entry['n_comparisons']} comparison(s) of {entry['task']} · {entry['model']} · "
         f"train_len {entry['train_len']} · {entry['protocol']} left out: {entry['reason']}"
@@ -145,7 +229,7 @@ def _cell(row: dict, statistic: str = "mean") -> str:
     n)"), or (n=1), or – without values; then the ``MARKS`` that apply; † where runs did not
     learn."""
     if row["n_seeds"] == 0:
-        return "–"
+        return f"– [{row['n_nan']} NaN]" if row.get("n_nan") else "–"
     metric, text = row["metric"], _fmt(row[statistic], row["metric"])
     if row["n_seeds"] == 1:
         text += " (n=1)"
@@ -155,6 +239,7 @@ def _cell(row: dict, statistic: str = "mean") -> str:
         text += f" ({statistic} of {row['n_seeds']})"
     text += "" if row["draw_std"] is None else f" [draws ±{_fmt(row['draw_std'], metric)}]"
     text += " ≤b" if row["above_baseline"] is False else ""
+    text += f" [{row['n_nan']} NaN]" if row.get("n_nan") else ""
     return text + (" †" if row["n_not_learned"] else "")
 
 
@@ -246,6 +331,7 @@ def _results_section(summary: Summary) -> list[str]:
     used = {
         "[draws ±s]": any(row["draw_std"] is not None for row in summary.rows),
         "≤b": any(row["above_baseline"] is False for row in summary.rows),
+        "[k NaN]": bool(summary.nan_rows),
     }
     marks = [f"{mark}: {text}" for mark, text in MARKS.items() if used[mark]]
     lines += ["Marks: " + "; ".join(marks) + ".", ""] if marks else []
@@ -349,7 +435,10 @@ def _run_list(runs: list, columns: dict[str, str]) -> list[str]:
 
 def format_markdown(summary: Summary) -> str:
     """The human-readable report: settings, tables of mean ± CI, ranking, flags, failures."""
-    lines = [f"# Results summary: `{summary.folder}`", "", *_settings_section(summary)]
+    title = f"`{summary.folder}`"
+    if len(summary.sources) > 1:  # sweeps compared: each under its label (settings: sweep=…)
+        title = ", ".join(f"{label} = `{path}`" for label, path in summary.sources)
+    lines = [f"# Results summary: {title}", "", *_settings_section(summary)]
     lines += [*_results_section(summary), *_ratio_section(summary), *_ranking_section(summary)]
     lines += [f"## Runs that did not learn in distribution (accuracy < {summary.min_accuracy:g})"]
     columns = {"run_dir": "run", **{key: key for key in DESCRIBED}}
@@ -368,6 +457,31 @@ def format_markdown(summary: Summary) -> str:
     if summary.ignored_tag_files:
         lines += ["## Re-evaluation files not included", ""]
         lines += [*(f"- `{name}`" for name in summary.ignored_tag_files), ""]
+    return "\n".join(lines)
+
+
+def format_extension(summary: Summary, rows: list[dict]) -> str:
+    """extension.md: per task · model · training length · protocol, one line per trained
+    configuration × length-extension method (``none``: its own evaluation), a column per
+    length, cells as in summary.md."""
+    shown = "mean ± 95% CI half-width"
+    shown = shown if summary.statistic == "mean" else STATISTIC_NAMES[summary.statistic]
+    lines = [
+        f"# Length-extension methods: `{summary.folder}`",
+        "",
+        f"{summary.metric}, {shown} over seeds. `none`: each run's own evaluation "
+        "(`results.json`); the others: its `eval.py` re-evaluations (`results.<tag>.json`), "
+        "named by the overrides they applied. Same runs, same evaluation instances: paired.",
+        "",
+    ]
+    cells = [_cell(row, summary.statistic) for row in rows]
+    frame = pd.DataFrame(rows, dtype=object).assign(cell=cells)
+    frame = frame.assign(pe=[f"{pe} · {method}" for pe, method in
+                             zip(frame["pe"], frame["method"], strict=True)],
+                         config_hash=frame["base_hash"] + frame["method"])  # fmt: skip
+    for (task, model, train_len, protocol), panel in frame.groupby(TABLE, sort=False, dropna=False):
+        lines += [f"## {task} · {model} · train_len {train_len} · {protocol}", ""]
+        lines += _panel(panel)
     return "\n".join(lines)
 
 
@@ -417,15 +531,37 @@ HELP |= {
 
 
 def summary_from_arguments(args) -> Summary | None:
-    """Aggregate ``args.folder`` as the options say (``SELECTION``, and ``REPORTING`` where the
-    parser has them); None (message printed) on bad input."""
+    """Aggregate ``args.folder`` (one folder, or several to compare: ``[LABEL=]FOLDER``) as
+    the options say (``SELECTION``, and ``REPORTING`` where the parser has them); None (message
+    printed) on bad input."""
     flags = [*SELECTION, *(flag for flag in REPORTING if hasattr(args, _dest(flag)))]
     options = {_dest(flag) for flag in flags}
+    if args.tag in METRIC_DIRECTIONS:  # summary.<tag>.csv would be another metric's file
+        print(f"error: --tag {args.tag} is a metric's name; tags that name a metric are not "
+              "aggregated (output names carry the metric)", file=sys.stderr)  # fmt: skip
+        return None
     try:
-        return aggregate(args.folder, **{name: getattr(args, name) for name in options})
+        folders = sweep_arguments(args.folder)
+        if len(folders) > 1 and getattr(args, "out", None) is None:
+            raise ValueError("several folders are compared into a folder of their own: --out DIR")
+        return aggregate(folders, **{name: getattr(args, name) for name in options})
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return None
+
+
+def sweep_arguments(values) -> list:
+    """The command line's folders: ``FOLDER`` or ``LABEL=FOLDER`` (a comparison's label) ->
+    what ``aggregate`` takes (one path, or a list of (label, path))."""
+    values = [str(value) for value in (values if isinstance(values, list) else [values])]
+    pairs = []
+    for value in values:
+        label, _, path = value.partition("=")
+        if path and not Path(value).exists():
+            pairs.append((label, Path(path)))
+        else:
+            pairs.append((None, Path(value)))
+    return [pairs[0][1]] if len(pairs) == 1 and pairs[0][0] is None else pairs
 
 
 def _dest(flag: str) -> str:
@@ -433,20 +569,37 @@ def _dest(flag: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The CLI behind scripts/aggregate.py."""
+    """The CLI behind scripts/aggregate.py: 0 done (failed runs are listed, not errors), 2 bad
+    input or an output folder that cannot be written (nothing written), 4 writing failed on the
+    way (a full disk)."""
     parser = argparse.ArgumentParser(
         prog="aggregate.py",
         description="Summarise a sweep folder: summary.csv, summary.md, ratios.csv, ranking.csv, "
-        "failed.csv, runs.csv (mean ± 95%% CI over seeds). See docs/analysis.md.",
+        "failed.csv, runs.csv (mean ± 95% CI over seeds; with --metric other than exact_match "
+        "summary.<metric>.csv, …). Several folders ([LABEL=]FOLDER …, with --out): the sweeps "
+        "compared, each a setting sweep=LABEL. See docs/analysis.md.",
     )
-    parser.add_argument("folder", type=Path, help="a sweep folder (searched recursively)")
+    parser.add_argument(
+        "folder", nargs="+", help="a sweep folder (searched recursively); several: [LABEL=]FOLDER"
+    )
     add_selection_arguments(parser)
     for flag, options in REPORTING.items():
         parser.add_argument(flag, help=HELP[flag], **options)
-    summary = summary_from_arguments(parser.parse_args(argv))
+    parser.add_argument(
+        "--out", type=Path, default=None, help="write the outputs here (default: the folder)"
+    )
+    args = parser.parse_args(argv)
+    summary = summary_from_arguments(args)
     if summary is None:
         return 2
-    paths = write_outputs(summary)
+    if problem := unwritable(out_dir := args.out or summary.folder):
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        paths = write_outputs(summary, out_dir, extension_rows(summary))
+    except OSError as error:  # after the probe: a disk that filled up, a folder made read-only
+        print(f"error: {write_failure(out_dir, error)}", file=sys.stderr)
+        return 4
     for line in warnings_for(summary):
         print(f"warning: {line}", file=sys.stderr)
     configurations = len({row["_hash"] for row in summary.rows})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ SUMMARY_COLUMNS = (
     *("in_distribution", "metric", "n_seeds", "seeds", "mean", "std", "ci95_low", "ci95_high"),
     *("best_of_seeds", "n_not_learned", "n_examples", "chance_accuracy", "baseline"),
     *("above_baseline", "draw_std", "position_draws", "worst_of_seeds", "min", "max"),
+    "n_nan",  # seeds whose value was NaN: left out of n_seeds and of every statistic
 )
 #: ratios.csv: ρ_τ per configuration × protocol × τ, over seeds (``ratio_rows``)
 RATIO_COLUMNS = (
@@ -74,7 +76,7 @@ class Summary:
     """Everything the reports and figures need: ``rows`` (summary.csv, and private ``_`` keys),
     ``ranking`` and ``left_out`` (ranking.csv), ``ranked`` (the rows the ranking used)."""
 
-    folder: Path
+    folder: Path  # several sweeps compared: their common parent
     metric: str
     min_accuracy: float
     exclude_not_learned: bool
@@ -89,18 +91,20 @@ class Summary:
     left_out: list[dict] = field(default_factory=list)  # comparisons no encoding learned
     ignored_tag_files: list[str] = field(default_factory=list)
     ranked: pd.DataFrame = field(default_factory=pd.DataFrame)  # rows with their rank
+    sources: list[tuple[str | None, Path]] = field(default_factory=list)  # (sweep label, folder)
 
     failed = property(lambda self: [r for r in self.runs if r.status == "failed"])
     duplicates = property(lambda self: [r for r in self.runs if r.status == "duplicate"])
     excluded = property(lambda self: [r for r in self.runs if r.status == "excluded"])
     aggregated = property(lambda self: [r for r in self.runs if r.status == "ok"])
     not_learned = property(lambda self: [r for r in self.aggregated if r.learned is False])
+    nan_rows = property(lambda self: [r for r in self.rows if r["n_nan"]])
     table = property(lambda self: pd.DataFrame(self.rows, columns=list(SUMMARY_COLUMNS)))
     ratio_table = property(lambda self: pd.DataFrame(self.ratios, columns=list(RATIO_COLUMNS)))
 
 
 def aggregate(
-    folder: str | Path,
+    folder: str | Path | list,
     *,
     metric: str = "exact_match",
     min_accuracy: float = LEARNED_ACCURACY,
@@ -111,7 +115,12 @@ def aggregate(
     ratio_thresholds=RATIO_THRESHOLDS,
 ) -> Summary:
     """Find, load, group and summarise every run below ``folder``; ``statistic`` is what the
-    tables show and the ranking ranks by, ``ratio_thresholds`` the τ of ρ_τ."""
+    tables show and the ranking ranks by, ``ratio_thresholds`` the τ of ρ_τ.
+
+    ``folder`` may be a list of folders, or of (label, folder) pairs, to compare sweeps: each
+    run gets the key ``sweep`` = its folder's label (default: the folder's name) in its config,
+    so runs of different sweeps are never averaged together and the label shows in
+    ``settings`` (docs/analysis.md, *Comparing sweeps*)."""
     if metric not in METRIC_DIRECTIONS:
         raise ValueError(f"metric must be one of {', '.join(METRIC_DIRECTIONS)}; got {metric!r}")
     if not 0.0 <= min_accuracy <= 1.0:
@@ -121,12 +130,17 @@ def aggregate(
     ratio_thresholds = tuple(float(t) for t in ratio_thresholds)
     if not ratio_thresholds or not all(0 < t <= 1 for t in ratio_thresholds):
         raise ValueError(f"ratio thresholds must be numbers in (0, 1], got {ratio_thresholds}")
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: not a directory")
-    runs = load_runs(folder, tag, min_accuracy, reached_criterion)
+    sources = sweep_sources(folder)
+    runs = []
+    for label, path in sources:
+        found = load_runs(path, tag, min_accuracy, reached_criterion)
+        runs += found if label is None else [label_run(run, label) for run in found]
+    folder = sources[0][1]
+    if len(sources) > 1:
+        folder = Path(os.path.commonpath([path.absolute() for _, path in sources]))
     args = (folder, metric, min_accuracy, exclude_not_learned, tag, runs, reached_criterion)
     summary = Summary(*args, statistic=statistic, ratio_thresholds=ratio_thresholds)
+    summary.sources = sources
     if tag is None:  # re-evaluations are listed, never mixed in
         summary.ignored_tag_files = [
             f"{run.name}/{results_name(t)}" for run in runs for t in result_tags(run.path)
@@ -137,6 +151,40 @@ def aggregate(
         summary.rows, statistic, summary.ratios
     )
     return summary
+
+
+def sweep_sources(folder) -> list[tuple[str | None, Path]]:
+    """``aggregate``'s ``folder`` -> [(label, path)]: one folder -> [(None, path)]; several ->
+    each with its label (given, or the folder's name); labels must differ, folders must exist."""
+    items = [folder] if isinstance(folder, (str, Path)) else list(folder)
+    pairs = [item if isinstance(item, tuple) else (None, item) for item in items]
+    if not pairs:
+        raise ValueError("no folder given")
+    pairs = [(label, Path(path)) for label, path in pairs]
+    for _, path in pairs:
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path}: not a directory")
+    if len(pairs) == 1:
+        return pairs
+    labelled = [(label or path.absolute().name, path) for label, path in pairs]
+    labels = [label for label, _ in labelled]
+    if len(set(labels)) < len(labels):
+        raise ValueError(
+            f"two sweeps share the label {max(labels, key=labels.count)!r}: name them "
+            "LABEL=FOLDER (e.g. base=results/a yarn=results/b)"
+        )
+    return labelled
+
+
+def label_run(run: RunRecord, label: str) -> RunRecord:
+    """``run`` as a member of sweep ``label``: ``sweep: label`` in its config (a configuration
+    of its own), its name prefixed ``label/``."""
+    run.name = f"{label}/{run.name}"
+    if run.config is not None:
+        run.config = {**run.config, "sweep": label}
+        if run.config_hash is not None:
+            run.config_hash = config_hash(run.config)
+    return run
 
 
 def seed_statistics(values: list[float], higher_is_better: bool) -> dict:
@@ -177,12 +225,15 @@ def summary_rows(summary: Summary) -> list[dict]:
         run, rows = members[0][0], [row for _, row in members]
         metric = next((m for row in rows for m in metrics if row.get(m) is not None), metrics[0])
         learned = [run.learned for run, _ in members]  # True, False, None: not checked
-        counted = [  # a null value is no sample (a NaN is: it makes the mean NaN)
+        kept = [
             (run, row)
             for run, row in members
             if row.get(metric) is not None
             and not (summary.exclude_not_learned and run.learned is False)
         ]
+        # a null value is no sample; a NaN (a diverged run) is none either, but it is counted
+        # (n_nan) and reported, never averaged into "nan ± nan"
+        counted = [(run, row) for run, row in kept if not _is_nan(row[metric])]
         counted.sort(key=lambda pair: pair[0].seed_key)
         stat = seed_statistics([row[metric] for _, row in counted], METRIC_DIRECTIONS[metric])
         chances = {row.get("chance_accuracy") for row in rows} - {None}
@@ -210,7 +261,10 @@ def summary_rows(summary: Summary) -> list[dict]:
                 "position_draws": min(
                     {row.get("position_draws") for _, row in counted} - {None}, default=None
                 ),
+                "n_nan": len(kept) - len(counted),
                 "_hash": digest,
+                "_nan_runs": [run.name for run, row in kept if _is_nan(row[metric])],
+                "_seed_values": [(run.seed_label, row[metric]) for run, row in counted],
                 "_pe_settings": pe_settings[digest],
                 "_n_learned": learned.count(True),
                 "_n_unchecked": learned.count(None),
@@ -234,6 +288,8 @@ def ratio_rows(summary: Summary) -> list[dict]:
     for run in summary.aggregated:
         for protocol in sorted({row["protocol"] for row in run.results["eval"]}):
             rows = [row for row in run.results["eval"] if row["protocol"] == protocol]
+            # a NaN compares False with τ and would pass it: a missing value (a failure)
+            rows = [{k: None if _is_nan(v) else v for k, v in row.items()} for row in rows]
             cells[run.config_hash, protocol].append((run, rows))
     described = {(row["_hash"], row["protocol"]): row for row in summary.rows}
     out = []
@@ -277,6 +333,10 @@ def ratio_rows(summary: Summary) -> list[dict]:
     return sorted(
         out, key=lambda r: (*(str(r[k]) if k in named else r[k] for k in order), -r["tau"])
     )
+
+
+def _is_nan(value) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 def _mean(values: list) -> float | None:

@@ -183,6 +183,19 @@ def shift_check_figure(errors, corrupted_errors, max_error, corrupted_max, lengt
     return fig
 
 
+def colour_range(panels) -> tuple[tuple[float, float], str]:
+    """((vmin, vmax), colour map) shared by ``panels`` (tensors): the values' own range, so a
+    map of similarities between 0.6 and 1 is not flattened into one colour of a fixed [−1, 1];
+    symmetric about 0 with a diverging map where the values take both signs, sequential
+    (viridis) where they take one."""
+    low = min(float(panel.min()) for panel in panels)
+    high = max(float(panel.max()) for panel in panels)
+    if low < 0 < high:
+        bound = max(-low, high)
+        return (-bound, bound), "RdBu_r"
+    return (low, high if high > low else low + 1.0), "viridis"
+
+
 #: ``plot.py pe-analysis --grid``: the encodings drawn on a grid
 GRID_ENCODINGS = ("all", "sinusoidal", "rope", "rope_mixed", "alibi")
 
@@ -230,16 +243,19 @@ def plot_pe_grid_analysis(
     centre = (shape[0] // 2, shape[1] // 2)
     report: dict = {"paths": [], "grid": list(shape), "anchor": list(centre)}
 
-    def image(ax, values, title, label, cmap="RdBu_r", symmetric=True):
-        values = values.numpy()
-        bound = abs(values).max() or 1.0
-        limits = dict(vmin=-bound, vmax=bound) if symmetric else {}
-        drawn = ax.imshow(values, cmap=cmap, origin="upper", **limits)
+    def image(ax, values, title, limits, cmap):
+        """One grid panel, the centre cell marked, integer cell ticks -> the mappable."""
+        from matplotlib.ticker import MaxNLocator
+
+        vmin, vmax = limits
+        drawn = ax.imshow(values.numpy(), cmap=cmap, origin="upper", vmin=vmin, vmax=vmax)
         ax.plot(centre[1], centre[0], marker="+", color="black", markersize=8)
+        for axis in (ax.xaxis, ax.yaxis):  # cells are integers: no 2.5 ticks
+            axis.set_major_locator(MaxNLocator(nbins=6, integer=True))
         ax.set_xlabel("column (axis 1)")
         ax.set_ylabel("row (axis 0)")
         ax.set_title(title, fontsize=9)
-        ax.figure.colorbar(drawn, ax=ax, label=label, shrink=0.8)
+        return drawn
 
     if pe in ("all", "sinusoidal"):
         sin_base = base or 10000.0
@@ -247,8 +263,9 @@ def plot_pe_grid_analysis(
         similarity = grid_similarity(table, centre)
         with plt.rc_context(PAPER_RC):
             fig, ax = plt.subplots(figsize=(4.6, 3.8), layout="constrained")
-            image(ax, similarity, f"sinusoidal_grid {shape[0]}×{shape[1]}, d={dim}, "
-                  f"base={sin_base:g}", "cosine similarity to the centre cell")  # fmt: skip
+            drawn = image(ax, similarity, f"sinusoidal_grid {shape[0]}×{shape[1]}, d={dim}, "
+                          f"base={sin_base:g}", *colour_range([similarity]))  # fmt: skip
+            fig.colorbar(drawn, ax=ax, label="cosine similarity to the centre cell", shrink=0.8)
         report["paths"] += save_figure(fig, out_dir / "pe_grid_sinusoidal_similarity", formats)
 
     if pe in ("all", "rope", "rope_mixed"):
@@ -276,19 +293,22 @@ def plot_pe_grid_analysis(
             fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 4.2),
                                      layout="constrained", squeeze=False)  # fmt: skip
             caption = []
-            for ax, (title, rotate, panel_base, key) in zip(axes[0], panels, strict=True):
-                scores = rotated_grid_scores(rotate, ones, ones, shape, centre) / dim
+            scores = [rotated_grid_scores(rotate, ones, ones, shape, centre) / dim
+                      for _, rotate, _, _ in panels]  # fmt: skip
+            shared = colour_range(scores)  # the panels compare: one scale
+            for ax, (title, rotate, panel_base, key), score in zip(axes[0], panels, scores,
+                                                                  strict=True):  # fmt: skip
                 error = grid_offset_error(rotate, dim, shape)
                 dependence = grid_axis_dependence(rotate, dim, 2)
                 report[f"{key}_offset_error"] = error
                 report[f"{key}_axis_dependence"] = dependence
-                image(ax, scores, f"{title}, head dim {dim}, base {panel_base:g}",
-                      "q·k / d, q = k = 1, q at the centre")  # fmt: skip
+                drawn = image(ax, score, f"{title}, head dim {dim}, base {panel_base:g}", *shared)
                 caption.append(
                     f"{title}: max |s(p+δ, q+δ) − s(p, q)| = {error:.1e}; "
                     f"|Δs| for a unit step along row, column: {dependence[0]:.2f}, "
                     f"{dependence[1]:.2f}"
                 )
+            fig.colorbar(drawn, ax=axes, label="q·k / d, q = k = 1, q at the centre", shrink=0.8)
             fig.suptitle(
                 "score depends on the offset vector only (256 random q, k, cells, offsets):\n"
                 + "\n".join(caption),
@@ -301,9 +321,11 @@ def plot_pe_grid_analysis(
         offsets = cells - torch.tensor(centre)
         with plt.rc_context(PAPER_RC):
             fig, axes = plt.subplots(1, 2, figsize=(8.8, 3.8), layout="constrained")
-            for ax, kind in zip(axes, ("euclidean", "manhattan"), strict=True):
-                distance = grid_distance(offsets, kind).reshape(shape).double()
-                image(ax, -distance, f"2-D ALiBi, {kind} distance", "bias / slope m_h",
-                      cmap="viridis", symmetric=False)  # fmt: skip
+            kinds = ("euclidean", "manhattan")
+            biases = [-grid_distance(offsets, kind).reshape(shape).double() for kind in kinds]
+            shared = colour_range(biases)  # the panels compare: one scale
+            for ax, kind, bias in zip(axes, kinds, biases, strict=True):
+                drawn = image(ax, bias, f"2-D ALiBi, {kind} distance", *shared)
+            fig.colorbar(drawn, ax=axes, label="bias / slope m_h", shrink=0.8)
         report["paths"] += save_figure(fig, out_dir / "pe_grid_alibi_distance", formats)
     return report

@@ -293,7 +293,8 @@ def plot_attention_maps(
 
 def plot_attention_distance(report, distances, stem, formats=("png", "pdf"), dpi=None):
     """Mean attention distance per layer, one line per head -> the paths written.
-    ``distances`` (layers, H); ``report`` gives the length, training length and layer names."""
+    ``distances`` (layers, H); ``report`` gives the length, training length, layer names and
+    the distances' unit (``distance_unit``: tokens unless given; grids: cells)."""
     plt = pyplot()
     n_layers, n_heads = distances.shape
     with plt.rc_context(PAPER_RC):
@@ -309,7 +310,8 @@ def plot_attention_distance(report, distances, stem, formats=("png", "pdf"), dpi
             )
         ax.set_xticks(range(n_layers), report["layers"])
         ax.set_xlabel("layer")
-        ax.set_ylabel("mean attention distance (tokens)")
+        unit = report.get("distance_unit", "tokens")  # grids: cells (Euclidean)
+        ax.set_ylabel(f"mean attention distance ({unit})")
         ax.set_title(
             f"length {report['length']} (trained ≤ {report['train_len']}), "
             f"{report['samples']} instances"
@@ -454,3 +456,91 @@ def plot_position_heatmap(section: dict, stem: str | Path, dpi: int | None = Non
     ``<stem>.{png,pdf}`` -> the paths written. ``section``: results.json's
     ``accuracy_by_answer_position``."""
     return save_figure(position_figure(section), figure_stem(stem), dpi=dpi)
+
+
+def grid_queries(positions) -> list[tuple[int, str]]:
+    """The query tokens a grid attention figure shows, as (token index, label): the centre
+    cell, the corner cell (0, 0), and the first readout slot after the cells where the layout
+    has one (position −1: it attends over the cells to answer). ``positions``: (T, 2)."""
+    import numpy as np
+
+    positions = np.asarray(positions)
+    cells = np.flatnonzero((positions >= 0).all(axis=1))
+    extent = positions[cells].max(axis=0) + 1
+    centre = tuple(int(side) // 2 for side in extent)
+    index = {tuple(int(c) for c in positions[i]): int(i) for i in cells}
+    queries = [(index[centre], f"query at cell {centre}")]
+    if centre != (0, 0):
+        queries.append((index[(0, 0)], "query at cell (0, 0)"))
+    slots = np.flatnonzero((positions < 0).any(axis=1))
+    if slots.size:
+        queries.append((int(slots[0]), "first readout slot"))
+    return queries
+
+
+def grid_attention_maps_figure(recorded, names, positions, length, train_len):
+    """Attention of a grid run on the grid: per layer × query (rows; queries: :func:`grid_queries`)
+    and head (columns), the weight on every key cell drawn at that cell, the query's cell marked
+    +, the training grid's extent (sides ≤ ``train_len``, the top-left corner) dashed; one shared
+    √-scale colour bar. ``recorded``: per layer, weights (B, H, Tq, Tk) of the first instance's
+    tokens; ``positions`` (T, 2): each token's cell, −1 for readout slots (their keys carry no
+    cell and are left out of the maps; the title gives their largest mass)."""
+    import numpy as np
+    from matplotlib.colors import PowerNorm
+    from matplotlib.patches import Rectangle
+    from matplotlib.ticker import MaxNLocator
+
+    plt = pyplot()
+    positions = np.asarray(positions)
+    cells = np.flatnonzero((positions >= 0).all(axis=1))
+    extent = tuple(int(side) for side in positions[cells].max(axis=0) + 1)
+    queries = grid_queries(positions)
+    rows = [(layer, query) for layer in range(len(recorded)) for query in queries]
+    n_heads = recorded[0].shape[1]
+    largest = max(float(np.asarray(w[0], dtype=np.float32)[:, :, cells].max()) for w in recorded)
+    norm = PowerNorm(gamma=0.5, vmin=0.0, vmax=largest or 1.0)
+    slot_mass = []
+    with plt.rc_context(PAPER_RC):
+        fig, axes = plt.subplots(len(rows), n_heads, squeeze=False, layout="constrained",
+                                 figsize=(1.9 * n_heads + 1.6, 1.9 * len(rows) + 0.8))  # fmt: skip
+        for row, (layer, (token, label)) in enumerate(rows):
+            weights = np.asarray(recorded[layer][0], dtype=np.float32)  # (H, Tq, Tk)
+            offset = weights.shape[2] - weights.shape[1]  # queries: the last Tq of the keys
+            for head in range(n_heads):
+                ax = axes[row][head]
+                keys = weights[head, token - offset] if token >= offset else weights[head, 0] * 0
+                grid = np.full(extent, np.nan)
+                grid[tuple(positions[cells].T)] = keys[cells]
+                slot_mass.append(float(keys.sum() - keys[cells].sum()))
+                image = ax.imshow(grid, cmap="viridis", norm=norm, interpolation="nearest")
+                if (positions[token] >= 0).all():
+                    ax.plot(positions[token][1], positions[token][0], marker="+", color="white",
+                            markersize=7, markeredgewidth=1.2)  # fmt: skip
+                if 0 < train_len < max(extent):
+                    ax.add_patch(Rectangle((-0.5, -0.5), train_len, train_len, fill=False,
+                                           edgecolor="white", linestyle="--", linewidth=0.8))  # fmt: skip
+                for axis in (ax.xaxis, ax.yaxis):
+                    axis.set_major_locator(MaxNLocator(nbins=4, integer=True))
+                ax.tick_params(labelsize=7)
+                if row == 0:
+                    ax.set_title(f"head {head}", fontsize=8)
+            axes[row][0].set_ylabel(f"layer {names[layer]}\n{label}\nrow (cells)", fontsize=7)
+        for head in range(n_heads):
+            axes[-1][head].set_xlabel("column (cells)", fontsize=7)
+        fig.colorbar(image, ax=axes, label="attention weight (√ scale)", shrink=0.9)
+        title = f"attention over the cells of a {extent[0]}×{extent[1]} grid (first instance)"
+        if 0 < train_len < max(extent):
+            title += f"\ndashed: the {train_len}×{train_len} extent of the largest training grid"
+        if max(slot_mass, default=0.0) > 1e-3:
+            title += f"; mass on readout slots (not drawn) up to {max(slot_mass):.2f}"
+        fig.suptitle(title, fontsize=9)
+    return fig
+
+
+def plot_grid_attention_maps(
+    recorded, names, positions, length, train_len, stem, formats=("png", "pdf"), dpi=None
+):
+    """Attention of a grid run over its cells (:func:`grid_attention_maps_figure`) -> the paths
+    written."""
+    figure = grid_attention_maps_figure(recorded, names, positions, length, train_len)
+    return save_figure(figure, stem, formats, dpi=dpi)
