@@ -11,14 +11,13 @@ import torch
 from helpers import compose_train, yaml_choices
 from lengen.attention_maps import (
     analyse_run,
+    grid_attention_distance,
     layer_names,
     mean_attention_distance,
     record_attention,
     recording_attention,
 )
 from lengen.build import build
-from lengen.evaluation.attention import weights_unavailable
-from lengen.pe.base import PositionalEncoding
 from lengen.train import run
 
 PES = yaml_choices("pe")
@@ -38,11 +37,7 @@ def test_recorded_forward_equals_the_model(pe, single_thread):
         expected = model(**batch["inputs"])
         with recording_attention() as recorded:
             actual = model(**batch["inputs"])
-    # encodings that attend themselves keep their own kernel and have no map (weights_unavailable)
-    attending = any(
-        weights_unavailable(m) for m in model.modules() if isinstance(m, PositionalEncoding)
-    )
-    assert len(recorded) == (0 if attending else model.n_layers)
+    assert len(recorded) == model.n_layers
     torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
 
 
@@ -89,6 +84,37 @@ def test_analyse_run_writes_maps_and_distances(tmp_path, single_thread):
     for name in ("attention_maps_len12.png", "attention_distance_len12.png"):
         assert (tmp_path / name).stat().st_size > 0
     assert report["max_position"] == 2 * 12 + 1
+
+
+def test_grid_distance_is_in_cells_between_cells_only():
+    # a 2 × 2 grid and a readout slot (−1): every query attends half to its right neighbour
+    # cell (1 cell away) and half to the readout slot, which carries no cell
+    positions = torch.tensor([[0, 0], [0, 1], [1, 0], [1, 1], [-1, -1]])
+    weights = torch.zeros(1, 1, 5, 5)
+    for query, neighbour in ((0, 1), (1, 0), (2, 3), (3, 2), (4, 0)):
+        weights[0, 0, query, neighbour] = 0.5
+        weights[0, 0, query, 4] = 0.5
+    torch.testing.assert_close(grid_attention_distance(weights, positions), torch.tensor([1.0]))
+
+
+def test_grid_distance_is_euclidean():
+    positions = torch.tensor([[0, 0], [1, 1], [2, 2]])
+    weights = torch.zeros(1, 1, 3, 3)
+    weights[0, 0, :, 0] = 1.0  # every query on the corner cell
+    expected = torch.tensor([(0 + 2**0.5 + 8**0.5) / 3])
+    torch.testing.assert_close(grid_attention_distance(weights, positions), expected)
+
+
+def test_analyse_run_of_a_grid_run_draws_maps_on_the_cells(tmp_path, single_thread):
+    cfg = compose_train(
+        "data=grid_locate", "model=encoder", "pe=rope_mixed", "data.len=4",
+        "eval.lengths=[4]", "model.d_model=32",
+    )  # fmt: skip
+    run(cfg, run_dir=tmp_path)
+    report = analyse_run(tmp_path, length=6, samples=2, formats=("png",))
+    assert report["distance_unit"] == "cells"
+    assert max(max(layer) for layer in report["mean_attention_distance"]) <= 5 * 2**0.5  # 6 × 6
+    assert (tmp_path / "attention_maps_len6.png").stat().st_size > 0
 
 
 def test_attention_command_refuses_a_directory_without_a_run(tmp_path, capsys):

@@ -33,7 +33,14 @@ def trained(tmp_path_factory):
     def train(model: str, pe: str):
         if (model, pe) not in done:
             run_dir = tmp_path_factory.mktemp(f"{model}-{pe}")
-            cfg = compose_train(f"pe={pe}", f"model={model}", "data.len=6", "eval.factors=[1,4]")
+            # the attention diagnostics and their figures (about 4 s a run, mostly drawing) run
+            # for every encoding in the decoder; bidirectional kinds skip them here (their
+            # weights: tests/evaluation/test_attention_statistics.py)
+            diagnostics = model == "decoder"
+            cfg = compose_train(
+                f"pe={pe}", f"model={model}", "data.len=6", "eval.factors=[1,4]",
+                f"eval.diagnostics={str(diagnostics).lower()}",
+            )  # fmt: skip
             blind = pe == "nope" and model != "decoder"
             with pytest.warns(UserWarning, match="position") if blind else nullcontext():
                 done[(model, pe)] = (run_dir, run(cfg, run_dir=run_dir))
@@ -53,13 +60,11 @@ def test_unsupported_model_kind_is_refused_before_training(model, pe, tmp_path):
 @pytest.mark.parametrize(("model", "pe"), PAIRS)
 def test_run_writes_complete_directory(trained, model, pe):
     run_dir, _ = trained(model, pe)
-    for name in (
-        "config.yaml",
-        "results.json",
-        "extrapolation.png",
-        "checkpoints/last.ckpt",
-        "logs/metrics.csv",
-    ):
+    names = ["config.yaml", "results.json", "extrapolation.png", "checkpoints/last.ckpt"]
+    names += ["logs/metrics.csv", "accuracy_by_position.png"]
+    if model == "decoder":
+        names += ["attention_diagnostics.png", "attention_diagnostics_distance.png"]
+    for name in names:
         assert (run_dir / name).is_file(), name
     assert not list(run_dir.rglob("*.tmp")), "temporary files left behind"
 

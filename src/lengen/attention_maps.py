@@ -23,10 +23,16 @@ import torch
 from torch import Tensor
 
 import lengen.model.attention as attention_module
-from lengen.evaluation.attention import attention_weights, layer_names, weights_unavailable
+from lengen.evaluation.attention import (
+    attention_weights,
+    layer_names,
+    own_attention_weights,
+    weights_unavailable,
+)
 
 #: layer_names lives with the weights (below this module's layer); it stays importable from here
-__all__ = ["MAX_MAP_LENGTH", "analyse_run", "layer_names", "mean_attention_distance"]
+__all__ = ["MAX_MAP_LENGTH", "analyse_run", "grid_attention_distance", "layer_names"]
+__all__ += ["mean_attention_distance"]
 __all__ += ["record_attention", "recording_attention", "reference_attend"]
 
 #: Longest sequence whose (H, T, T) weights are formed: maps are for looking at, not for 64k.
@@ -59,15 +65,21 @@ def reference_attend(
 def recording_attention():
     """Within the block, every positional self-attention call appends its weights to the list
     this yields, in call order (stack by stack, layer by layer). Encodings that compute
-    attention themselves (``weights_unavailable``) keep their own kernel and are not recorded."""
+    attention themselves keep their own kernel; their weights are formed from it with one-hot
+    values (``own_attention_weights``), or the call is refused where they would be too many."""
     recorded: list[Tensor] = []
     original = attention_module.attend
 
     def recording(q, k, v, **kwargs):
-        if weights_unavailable(kwargs.get("pe")) is not None:
+        pe = kwargs.get("pe")
+        if pe is not None and pe.has_attention:
+            reason = weights_unavailable(pe, q, k)
+            if reason is not None:
+                raise ValueError(f"length: {reason}")
+            recorded.append(own_attention_weights(original, q, k, **kwargs).cpu())
             return original(q, k, v, **kwargs)
         output, weights = reference_attend(q, k, v, **kwargs)
-        if kwargs.get("pe") is not None:
+        if pe is not None:
             recorded.append(weights.detach().cpu())
         return output
 
@@ -105,6 +117,20 @@ def mean_attention_distance(weights: Tensor) -> Tensor:
     return (weights.float() * distance).sum(-1).mean(dim=(0, 2))
 
 
+def grid_attention_distance(weights: Tensor, positions: Tensor) -> Tensor:
+    """weights (B, H, Tq, Tk) of a grid run, positions (Tk, A) each token's cell (−1 on any axis:
+    a readout slot, no cell) -> (H,) mean Euclidean distance in cells from a query's cell to the
+    cells it attends to, over the queries that have a cell. The weight on readout slots is left
+    out and the rest renormalised, so the distance is between cells only."""
+    cells = (positions >= 0).all(-1)  # (Tk,)
+    q_positions = positions[-weights.shape[-2] :]  # (Tq, A): the queries are the last Tq keys
+    distance = torch.cdist(q_positions.double(), positions.double())  # (Tq, Tk) in cells
+    on_cells = weights.double() * cells  # (B, H, Tq, Tk)
+    on_cells = on_cells / on_cells.sum(-1, keepdim=True).clamp_min(1e-12)
+    per_query = (on_cells * distance).sum(-1)  # (B, H, Tq)
+    return per_query[..., cells[-weights.shape[-2] :]].mean(dim=(0, 2)).float()
+
+
 def analyse_run(
     run_dir: str | Path,
     length: int,
@@ -134,7 +160,12 @@ def analyse_run(
     batch = next(iter(data.eval_batches(length, samples, samples)))
     recorded = record_attention(model, batch["inputs"])
     names = layer_names(model)
-    distances = torch.stack([mean_attention_distance(w) for w in recorded])  # (layers, H)
+    positions = batch["inputs"].get("positions")  # grids: (T, A), each token's cell
+    on_grid = positions is not None and positions.dim() == 2 and positions.shape[-1] >= 2
+    if on_grid:  # distances between cells, not between flattened token indices
+        distances = torch.stack([grid_attention_distance(w, positions) for w in recorded])
+    else:
+        distances = torch.stack([mean_attention_distance(w) for w in recorded])  # (layers, H)
     report = {
         "run": str(run_dir),
         "length": length,
@@ -143,16 +174,26 @@ def analyse_run(
         "samples": int(batch["targets"].shape[0]),
         "layers": names,
         "mean_attention_distance": distances.tolist(),
+        "distance_unit": "cells" if on_grid else "tokens",
         "paths": [],
     }
 
     stem = out_dir / f"attention_maps_len{length}"
-    # tokens per layer at the training length (a decoder's copy instance of length L: 2L + 1)
-    at_train = next(iter(data.eval_batches(data.train_len, 1, 1)))["inputs"]
-    train_tokens = [weights.shape[-1] for weights in record_attention(model, at_train)]
-    report["paths"] += plot_attention_maps(
-        recorded, names, length, data.train_len, stem, formats, train_tokens=train_tokens
-    )
+    if on_grid and positions.shape[-1] == 2:  # per query, over the cells of the grid
+        from lengen.plots.run import plot_grid_attention_maps
+
+        first = [weights[:1] for weights in recorded]  # the first instance
+        report["paths"] += plot_grid_attention_maps(
+            first, names, positions.cpu().numpy(), length, data.train_len, stem, formats
+        )
+    else:
+        # tokens per layer at the training length (a decoder's copy instance of length L: 2L + 1)
+        at_train = next(iter(data.eval_batches(data.train_len, 1, 1)))["inputs"]
+        train_tokens = [weights.shape[-1] for weights in record_attention(model, at_train)]
+        report["paths"] += plot_attention_maps(
+            recorded, names, length, data.train_len, stem, formats,
+            train_tokens=None if on_grid else train_tokens,
+        )  # fmt: skip
     stem = out_dir / f"attention_distance_len{length}"
     report["paths"] += plot_attention_distance(report, distances, stem, formats)
     report["paths"] = [str(p) for p in report["paths"]]

@@ -14,6 +14,7 @@ from lengen.evaluation.attention import (
     AttentionStatistics,
     bucket_labels,
     distance_bucket,
+    own_attention_weights,
     recording_statistics,
     statistics_of_call,
     weights_unavailable,
@@ -123,8 +124,63 @@ def test_recording_leaves_the_forward_pass_unchanged(pe):
     assert len(recorded) == model.n_layers
 
 
-def test_encodings_that_attend_themselves_are_noted_not_measured():
+OWN_ATTENTION = ["fox", "stick_breaking", "path", "path_fox"]
+
+
+def own_attention_call(pe_name: str, causal: bool = True):
+    """(attend, q, k, v, kwargs) of the first layer of a small model of ``pe_name``, fp64."""
+    from lengen.model.kernels import attend
+
+    torch.manual_seed(0)
+    cfg = compose_train(f"pe={pe_name}", "model.d_model=16", "model.n_heads=2", "data.len=6")
+    pe = build(cfg)[1].stack.pe.double().eval().for_layer(0)
+    x = torch.randn(2, 7, 16, dtype=torch.float64)  # (B, T, D)
+    state = pe.token_state(x)
+    q, k, v = (torch.randn(2, 2, 7, 8, dtype=torch.float64) for _ in range(3))  # (B, H, T, hd)
+    kwargs = {"causal": causal, "pe": pe, "q_state": state, "k_state": state}
+    return attend, q, k, v, kwargs
+
+
+@pytest.mark.parametrize(
+    ("pe_name", "causal"), [(name, True) for name in OWN_ATTENTION] + [("fox", False)]
+)
+def test_own_attention_weights_give_the_kernels_output(pe_name, causal):
+    attend, q, k, v, kwargs = own_attention_call(pe_name, causal)
+    weights = own_attention_weights(attend, q, k, max_elements=2 * 8 * 7 * 3, **kwargs)
+    torch.testing.assert_close(weights.double() @ v, attend(q, k, v, **kwargs))
+
+
+@pytest.mark.parametrize("pe_name", OWN_ATTENTION)
+def test_own_attention_weights_are_causal(pe_name):
+    attend, q, k, _, kwargs = own_attention_call(pe_name)
+    weights = own_attention_weights(attend, q, k, **kwargs)  # (B, H, 7, 7)
+    assert torch.all(weights.triu(1) == 0)
+
+
+def test_fox_weights_are_softmax_of_logits_plus_the_summed_log_gates():
+    attend, q, k, _, kwargs = own_attention_call("fox")
+    log_f = kwargs["k_state"].double()  # (B, H, T): the keys' log forget gates
+    i, j = torch.arange(7)[:, None], torch.arange(7)[None, :]
+    # Σ_{l=j+1}^{i} log f_l written as a sum over a mask, not a cumulative difference
+    between = ((j[..., None] < torch.arange(7)) & (torch.arange(7) <= i[..., None])).double()
+    bias = torch.einsum("ijl,bhl->bhij", between, log_f)  # (B, H, T, T)
+    logits = (q @ k.transpose(-1, -2)) / math.sqrt(8) + bias
+    expected = torch.softmax(logits.masked_fill(j > i, float("-inf")), dim=-1)
+    torch.testing.assert_close(own_attention_weights(attend, q, k, **kwargs).double(), expected)
+
+
+def test_own_attention_weights_are_refused_beyond_their_budget():
     class Attending:
         has_attention = True
 
-    assert "computes attention itself" in weights_unavailable(Attending())
+    small, large = torch.zeros(1, 2, 64, 4), torch.zeros(4, 4, 2048, 4)
+    assert weights_unavailable(Attending(), small, small) is None
+    assert "one-hot values" in weights_unavailable(Attending(), large, large)
+
+
+def test_the_recorder_measures_encodings_that_attend_themselves():
+    data, model = _model("stick_breaking")
+    batch = next(iter(data.eval_batches(12, 4, 4)))
+    with torch.no_grad(), recording_statistics() as recorded:
+        model(**batch["inputs"])
+    assert [type(stats) for stats in recorded] == [AttentionStatistics] * model.n_layers

@@ -124,6 +124,39 @@ def test_zero_bias_init_by_default():
     assert PoPE(d_model=16, n_heads=2).phase_bias.abs().sum() == 0
 
 
+def look_back_loss(pe: PoPE, distance: int = 1):
+    """−log attention of the last query on the key ``distance`` tokens back, causal, with
+    content-free q = k = 0 (every magnitude softplus(0)): a position-only objective."""
+    length = distance + 1
+    zeros = torch.zeros(1, pe.n_heads, length, pe.head_dim)
+    positions = torch.arange(length)
+    rotated_q, rotated_k = pe.rotate(zeros, zeros, positions, positions)
+    logits = rotated_q[:, :, -1] @ rotated_k.transpose(-1, -2)  # (1, H, 1, T): last query
+    return -logits.log_softmax(-1)[..., 0].sum()  # key 0 = `distance` tokens back
+
+
+def test_zero_phase_bias_is_pushed_past_its_clamp_by_a_look_back():
+    # the references' zero start: at δ = 0 a look-back logit asks for δ > 0 in every component
+    # (d·θ_c < π); one descent step takes δ past the clamp's edge at 0, and there the clamp
+    # passes no gradient (the trained zero-start run of the default task ended with 97 % of δ > 0)
+    pe = PoPE(d_model=HEADS * HEAD_DIM, n_heads=HEADS, causal=True)  # δ = 0, the default
+    look_back_loss(pe).backward()
+    assert (pe.phase_bias.grad < 0).all()  # descent raises every δ_c
+    with torch.no_grad():
+        pe.phase_bias -= 0.01 * pe.phase_bias.grad.sign()
+    pe.phase_bias.grad = None
+    look_back_loss(pe).backward()
+    assert (pe.phase_bias > 0).all() and (pe.phase_bias.grad == 0).all()
+
+
+def test_uniform_phase_bias_gets_gradient_from_a_look_back():
+    # drawn over the clamp's range, δ starts inside it: every component gets gradient
+    pe = make(causal=True)
+    inside = (pe.phase_bias > -2 * math.pi) & (pe.phase_bias < 0)
+    look_back_loss(pe).backward()
+    assert inside.all() and (pe.phase_bias.grad != 0).all()
+
+
 def test_gradient_reaches_the_phase_bias():
     pe = make()
     q, k, _ = qkv(4, 4)

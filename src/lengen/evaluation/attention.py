@@ -8,9 +8,15 @@ its bias, the causal mask and CoPE's contextual term), then softmax. Attention m
 statistics recorder (:func:`recording_statistics`) calls it one block of queries at a time and
 keeps only per-head sums, so memory grows linearly with length.
 
-Encodings that compute attention themselves (``pe.has_attention``) are not covered: their
-weights are not softmax(logits) of these hooks. :func:`weights_unavailable` says so, and the
-recorder notes it instead of inventing numbers.
+Encodings that compute attention themselves (``pe.has_attention``: FoX, stick-breaking, PaTH)
+have no softmax(logits) of these hooks, but their output is Σ_j A_ij v_j with weights A that do
+not depend on v: their own kernel given one-hot values (v_j = e_j) returns A itself
+(:func:`own_attention_weights`, a few keys' columns per call). That costs one attention call per
+block of columns, so it is done up to ``MAX_OWN_WEIGHTS`` weights per call;
+:func:`weights_unavailable` says why when a call is larger, and the recorder notes it instead of
+inventing numbers. Stick-breaking's weights are those of its output: what the sticks leave goes
+to the query's own value (the reference), so it shows on the diagonal; with
+``pe.remainder=none`` the weights sum to less than 1 and the statistics are of them as they are.
 
 Statistics of one query's weights w over the keys it may see (per layer and head, then averaged
 over queries and instances; distances in token indices, never position values):
@@ -43,14 +49,47 @@ MAX_BLOCK_ELEMENTS = 1 << 22
 SCALAR_STATISTICS = ("entropy", "entropy_normalized", "max_weight", "sink_mass")
 
 
-def weights_unavailable(pe) -> str | None:
-    """Why the weights of attention with encoding ``pe`` cannot be formed here, or None."""
-    if pe is not None and getattr(pe, "has_attention", False):
-        return (
-            f"pe {type(pe).__name__} computes attention itself (pe.attention): its weights are "
-            f"not formed by lengen.evaluation.attention.attention_weights"
-        )
-    return None
+#: Largest (B × H × Tq × Tk) weights formed for an encoding that attends itself: 16M fp32 =
+#: 64 MiB, and Tk / (columns per call) calls of its kernel (4 at 1,024 keys with B·H = 16)
+MAX_OWN_WEIGHTS = 1 << 24
+
+
+def weights_unavailable(pe, q: Tensor | None = None, k: Tensor | None = None) -> str | None:
+    """Why the weights of attention with encoding ``pe`` over q (B, H, Tq, hd) and k
+    (B, H, Tk, hd) cannot be formed here, or None."""
+    if pe is None or not getattr(pe, "has_attention", False) or q is None:
+        return None
+    batch, heads, q_len = q.shape[:3]
+    size = batch * heads * q_len * k.shape[2]
+    if size <= MAX_OWN_WEIGHTS:
+        return None
+    return (
+        f"pe {type(pe).__name__} computes attention itself: its weights are formed by calling "
+        f"it with one-hot values, up to {MAX_OWN_WEIGHTS:,} weights per call "
+        f"({batch} × {heads} × {q_len} × {k.shape[2]} = {size:,} here)"
+    )
+
+
+def own_attention_weights(
+    attend, q: Tensor, k: Tensor, max_elements: int = MAX_OWN_WEIGHTS, **kwargs
+) -> Tensor:
+    """Weights of an encoding that attends itself -> (B, H, Tq, Tk) fp32.
+
+    ``attend(q, k, v, **kwargs)`` is the model's kernel call; its output is linear in v with
+    weights that do not depend on v, so values v_j = e_j (one-hot over a block of keys' columns)
+    return those columns of the weights. Blocks keep v within ``max_elements // Tq`` columns'
+    worth (v is (B, H, Tk, columns))."""
+    batch, heads, q_len, _ = q.shape
+    k_len = k.shape[2]
+    columns = max(1, min(k_len, max_elements // max(1, batch * heads * max(q_len, k_len))))
+    blocks = []
+    for start in range(0, k_len, columns):
+        stop = min(start + columns, k_len)
+        one_hot = torch.zeros(k_len, stop - start, dtype=q.dtype, device=q.device)  # (Tk, c)
+        one_hot[torch.arange(start, stop), torch.arange(stop - start)] = 1
+        v = one_hot.expand(batch, heads, k_len, stop - start)  # (B, H, Tk, c)
+        blocks.append(attend(q, k, v, **{**kwargs, "dropout_p": 0.0}).float())  # (B, H, Tq, c)
+    return torch.cat(blocks, dim=-1)  # (B, H, Tq, Tk)
 
 
 def attention_weights(
@@ -192,6 +231,15 @@ def statistics_of_call(
     return statistics
 
 
+def statistics_of_weights(weights: Tensor, pe, causal: bool) -> AttentionStatistics:
+    """The statistics of formed weights (B, H, Tq, Tk), queries the last Tq of the keys."""
+    _, n_heads, q_len, k_len = weights.shape
+    statistics = AttentionStatistics(n_heads, k_len)
+    query_index = query_indices(q_len, k_len, slice(0, q_len), weights.device)  # (Tq, 1)
+    statistics.add(weights, query_index, visible(pe, query_index, k_len, causal))
+    return statistics
+
+
 @contextmanager
 def recording_statistics(max_block_elements: int = MAX_BLOCK_ELEMENTS):
     """Within the block, every positional self-attention call appends to the list this yields,
@@ -206,16 +254,19 @@ def recording_statistics(max_block_elements: int = MAX_BLOCK_ELEMENTS):
         pe = kwargs.get("pe")
         if pe is None:
             return output
-        reason = weights_unavailable(pe)
-        if reason is None:
+        reason = weights_unavailable(pe, q, k)
+        if reason is not None:
+            recorded.append(reason)
+        elif pe.has_attention:
+            weights = own_attention_weights(original, q, k, **kwargs)  # (B, H, Tq, Tk)
+            recorded.append(statistics_of_weights(weights, pe, kwargs["causal"]))
+        else:
             options = {key: kwargs.get(key) for key in ("pe", "q_positions", "k_positions")}
             recorded.append(
                 statistics_of_call(
                     q, k, causal=kwargs["causal"], max_block_elements=max_block_elements, **options
                 )
             )
-        else:
-            recorded.append(reason)
         return output
 
     attention_module.attend = recording

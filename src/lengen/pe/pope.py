@@ -37,6 +37,18 @@ The sign convention is the references': the key's phase is j·θ + δ, so a logi
 or behind the query. The magnitudes and phases are computed in fp32 (autocast off) and cast to
 q's dtype. PoPE has no form on grids (``supports_axes`` is False) and no partial-rotation or
 frequency-scaling options.
+
+**The zero start sits on the clamp's edge** (issue #29; a property of the references' form,
+kept as the default). At δ = 0 every component's cosine peaks at offset 0. For a key d ≥ 1
+tokens back (causal attention sees no other) ∂ cos(d·θ_c − δ_c)/∂δ_c = sin(d·θ_c) > 0 wherever
+d·θ_c < π, every component at d = 1 (θ_c ≤ 1): raising a look-back logit asks for δ > 0, a
+descent step takes δ_c past the edge, and there the clamp passes no gradient (only weight decay
+pulls it back, lr·wd = 10⁻⁴ of itself per step at the defaults). The default task's zero-start
+run ended with 97 % of δ above 0. Freeing δ is not enough to learn that task, though: a uniform
+start, and δ learned in turns (2π× larger optimiser steps), both stayed with the zero start
+(validation accuracy 0.20–0.24 at step 500, where RoPE has 0.98), while the same model with
+signed magnitudes in place of softplus (a diagnostic, not PoPE) reached 0.89. docs/pe.md has
+the runs.
 """
 
 from __future__ import annotations

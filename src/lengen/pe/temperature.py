@@ -23,9 +23,9 @@ Log-length scaling and SSMax, both functions of log n, are exclusive on a layer
   length (or the window's or chunk's keys).
   **Initialisation** of s: 1 / (mean of log n over the queries of a training sequence), so
   that s · log n averages 1 over training and SSMax starts as the softmax on average. For
-  causal training on L = 1,024 tokens that is 1 / (log(1024!) / 1024) = 0.1685, the 0.168 the
-  paper reports initialising s with (our reading of the paper; the search tools here reached
-  only its abstract, so the derivation, not a quotation, is what the code follows).
+  causal training on L = 1,024 tokens that is 1 / (log(1024!) / 1024) = 0.1685. This is our
+  derivation, not a value confirmed from the paper: the stored copies show its Figure 1 with
+  s = 0.43 as an illustration only, and third-party code defaults to that 0.43 (docs/pe.md).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import math
 import torch
 from torch import Tensor
 
-#: the training length the SSMax paper initialised s for (its 0.168), used when the run's
-#: training positions are unknown (an encoding built directly)
+#: the training length at which our initialisation gives 0.168 (docstring above); used when
+#: the run's training positions are unknown (an encoding built directly)
 SSMAX_PAPER_TRAIN_LENGTH = 1024
 
 
