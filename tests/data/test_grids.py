@@ -20,7 +20,7 @@ from lengen.data.tasks import GridLocate, GridTranspose, Shapes, VolumeLocate
 from lengen.data.tasks.grids import SHAPE_CLASSES
 from lengen.evaluation.tasks import score_lengths
 from lengen.lit import shard
-from lengen.pe.rules import GRID_ENCODINGS
+from lengen.pe.options import grid_encodings
 from lengen.preflight import check_memory
 
 GRID_TASKS = ["grid_transpose", "grid_locate", "volume_locate", "shapes"]
@@ -383,7 +383,7 @@ TINY = ("model.d_model=24", "model.n_layers=1", "model.n_heads=2", "model.d_ff=3
 
 
 #: every encoding with an N-d form, and the learned table interpolated past training
-GRID_PES = [(pe,) for pe in GRID_ENCODINGS] + [("learned", "pe.policy=interpolate")]
+GRID_PES = [(pe,) for pe in grid_encodings()] + [("learned", "pe.policy=interpolate")]
 
 
 @pytest.mark.parametrize("pe", GRID_PES, ids=lambda pe: "-".join(pe))

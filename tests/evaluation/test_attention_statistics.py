@@ -17,6 +17,7 @@ from lengen.evaluation.attention import (
     own_attention_weights,
     recording_statistics,
     statistics_of_call,
+    statistics_of_weights,
     weights_unavailable,
 )
 
@@ -155,6 +156,16 @@ def test_own_attention_weights_are_causal(pe_name):
     attend, q, k, _, kwargs = own_attention_call(pe_name)
     weights = own_attention_weights(attend, q, k, **kwargs)  # (B, H, 7, 7)
     assert torch.all(weights.triu(1) == 0)
+
+
+def test_stick_breaking_weights_that_round_below_zero_give_finite_statistics():
+    attend, _, _, _, kwargs = own_attention_call("stick_breaking")
+    torch.manual_seed(0)
+    q, k = (3 * torch.randn(4, 2, 30, 8) for _ in range(2))  # fp32, sharp sticks: 1 − Σ ≈ −1e-7
+    weights = own_attention_weights(attend, q, k, **{**kwargs, "q_state": None, "k_state": None})
+    assert weights.min() >= 0
+    stats = statistics_of_weights(weights, kwargs["pe"], causal=True).means()
+    assert all(math.isfinite(value) for value in stats["entropy"])
 
 
 def test_fox_weights_are_softmax_of_logits_plus_the_summed_log_gates():

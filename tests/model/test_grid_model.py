@@ -10,12 +10,12 @@ from helpers import pe_factory, textbook_attention
 from lengen.model import EncoderOnly
 from lengen.model.kernels import attend, choose_kernel
 from lengen.pe import ALiBi, grid_positions
-from lengen.pe.rules import GRID_ENCODINGS
+from lengen.pe.options import grid_encodings
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 #: the yaml variants run on grids: every grid encoding, plus the learned table's other kinds
-VARIANTS = [(name, {}) for name in GRID_ENCODINGS] + [
+VARIANTS = [(name, {}) for name in grid_encodings()] + [
     ("learned", {"table": "full"}),
     ("learned", {"policy": "interpolate"}),
     ("alibi", {"grid_distance": "manhattan"}),

@@ -89,7 +89,9 @@ def own_attention_weights(
         one_hot[torch.arange(start, stop), torch.arange(stop - start)] = 1
         v = one_hot.expand(batch, heads, k_len, stop - start)  # (B, H, Tk, c)
         blocks.append(attend(q, k, v, **{**kwargs, "dropout_p": 0.0}).float())  # (B, H, Tq, c)
-    return torch.cat(blocks, dim=-1)  # (B, H, Tq, Tk)
+    # rounding only: stick-breaking's leftover 1 − Σ_j A_ij comes out as −1e-7 where the sticks
+    # took everything, and a negative weight would make the entropy NaN
+    return torch.cat(blocks, dim=-1).clamp_min(0.0)  # (B, H, Tq, Tk)
 
 
 def attention_weights(

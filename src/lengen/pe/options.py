@@ -28,7 +28,6 @@ from lengen.pe.rules import (
     BIDIRECTIONAL,
     FRACTION,
     GRID_DISTANCES,
-    GRID_ENCODINGS,
     KERPLE_VARIANTS,
     NEEDS_ORIGINAL_LENGTH,
     POLICIES,
@@ -180,7 +179,7 @@ class EncodingOptions(Options):
         if not self.supports_axes:
             raise ValueError(
                 f"pe: {name} has no form for positions on {axes} axes (the data is a grid "
-                f"task); allowed: {', '.join(GRID_ENCODINGS)}"
+                f"task); allowed: {', '.join(grid_encodings())}"
             )
         if self.randomized:
             raise ValueError(
@@ -735,6 +734,27 @@ def _pe_config_dir():
 
     root = os.environ.get("LENGEN_CONFIG_DIR") or Path(__file__).resolve().parents[3] / "configs"
     return Path(root) / "pe"
+
+
+def grid_encodings() -> tuple[str, ...]:
+    """``pe=`` names with an N-d form: the yamls of configs/pe whose class sets
+    ``supports_axes``, read from the yamls, so a new encoding is listed by its own class (a
+    shipped one's config class without torch; another's class imported)."""
+    import yaml
+
+    names = []
+    for path in sorted(_pe_config_dir().glob("*.yaml")):
+        target = (yaml.safe_load(path.read_text()) or {}).get("_target_")
+        if not isinstance(target, str):
+            continue
+        options = options_of(target)
+        if options is None:
+            from hydra.utils import get_class
+
+            options = get_class(target)
+        if getattr(options, "supports_axes", False):
+            names.append(path.stem)
+    return tuple(names)
 
 
 def encoding_target(name: str, key: str = "pe.layers") -> str:

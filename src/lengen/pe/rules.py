@@ -9,20 +9,6 @@ from lengen.schema import number, one_of
 
 #: ``pe.randomized_relative``: how randomized positions reach a bias of distances
 RANDOMIZED_RELATIVE = ("distances", "positions")
-#: ``pe=`` names with an N-d form (their class sets ``supports_axes``); tests check this list
-#: against configs/pe
-GRID_ENCODINGS = (
-    "alibi",
-    "irope",
-    "learned",
-    "nope",
-    "rnope",
-    "rnope_swa",
-    "rope",
-    "rope_mixed",
-    "sinusoidal",
-)
-
 ROPE_LAYOUTS = ("interleaved", "half")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
 SCALINGS = ("none", "pi", "ntk", "dynamic_ntk", "yarn")
