@@ -1,7 +1,10 @@
 """Re-evaluate a run: ``python eval.py run=<run dir> eval.lengths=[64,128] [tag=long]``.
 
 Writes ``results.<tag>.json`` and ``extrapolation.<tag>.png`` beside the run's results; nothing
-already there is overwritten. See ``lengen.reeval``.
+already there is overwritten. Arguments are key=value: ``run=`` (required), ``tag=`` (default:
+eval-<date>-<time>), and overrides of the run's evaluation (``eval.*``) or of its encoding's
+length extension (``pe.scaling=yarn pe.scaling_factor=4``). Exit 0 done, 2 bad input, 5 out
+of memory, 130 Ctrl-C. See ``lengen.reeval`` and docs/analysis.md.
 """
 
 import sys
@@ -13,6 +16,9 @@ use_lengen_caches()  # before anything imports matplotlib or torch (docs/scaling
 
 
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):  # before any check: help is not bad input
+        print(__doc__.strip())
+        sys.exit(0)
     from lengen.reeval import evaluate_run
 
     try:

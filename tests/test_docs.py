@@ -130,3 +130,19 @@ def test_relative_links_resolve(page):
         if anchor and destination.suffix == ".md" and anchor not in heading_anchors(destination):
             broken.append(target)
     assert broken == [], f"{page.name}: links to missing files or headings"
+
+
+def test_the_notebook_session_in_analysis_md_gives_what_it_shows(monkeypatch):
+    """docs/analysis.md's load_sweep session (shape, statuses, numbers) run as a doctest on the
+    committed reference folder, so the doc cannot drift from what the code produces."""
+    import doctest
+    import re
+
+    monkeypatch.chdir(ROOT)
+    text = (ROOT / "docs" / "analysis.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if ">>> " in b]
+    session = next(b for b in blocks if "load_sweep(" in b)
+    test = doctest.DocTestParser().get_doctest(session, {}, "analysis.md", "analysis.md", 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    runner.run(test)
+    assert runner.failures == 0, f"{runner.failures} of {runner.tries} examples differ"

@@ -8,7 +8,9 @@ import pytest
 
 from lengen.results import (
     REQUIRED_KEYS,
+    below,
     format_ratios,
+    learning_message,
     length_ratio,
     length_ratios,
     length_unit,
@@ -109,3 +111,31 @@ def test_format_ratios_marks_a_lower_bound_and_a_failure_at_the_training_length(
     ratios = length_ratios(rows_of({16: 0.95, 32: 0.95}), 16, (0.99, 0.9))
     line = format_ratios(ratios, 16, longest=32).splitlines()[1]
     assert line == "  greedy: ρ_0.99 = 0 (fails at the training length), ρ_0.9 ≥ 2"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"), [(0.8983, "0.898"), (0.89999, "0.89999"), (0.06, "0.06"), (0.5, "0.50")]
+)
+def test_a_value_below_the_threshold_is_never_written_as_reaching_it(value, text):
+    assert below(value, 0.9) == text
+
+
+def verdict(value: float, **extra) -> dict:
+    return {"learned": {"metric": "accuracy", "threshold": 0.9, "value": value,
+                        "learned": value >= 0.9, **extra}}  # fmt: skip
+
+
+def test_a_run_below_the_threshold_is_told_to_train_longer():
+    message = learning_message(verdict(0.8983))
+    assert message.startswith("not learned in distribution: per-token accuracy 0.898 at the")
+    assert "trainer.max_steps" in message
+
+
+def test_a_reevaluation_that_moves_a_learned_run_is_not_told_to_train_longer():
+    message = learning_message(verdict(0.99, this_evaluation=0.41))
+    assert message.startswith("this evaluation's per-token accuracy at the training length is 0.41")
+    assert "max_steps" not in message
+
+
+def test_a_learned_run_gets_no_warning():
+    assert learning_message(verdict(0.99, this_evaluation=0.95)) is None

@@ -230,6 +230,30 @@ def test_eval_extends_a_rope_run_with_scaling(trained, scaling):
     assert (run_dir / f"results.{scaling}.json").is_file()
 
 
+def test_eval_keeps_the_trained_runs_verdict_beside_its_own(trained):
+    run_dir, original = trained("decoder", "rope")
+    results = evaluate_run([f"run={run_dir}", "pe.scaling=pi", "pe.scaling_factor=4", "tag=v"])
+    assert {k: v for k, v in results["learned"].items() if k != "this_evaluation"} == (
+        original["learned"]
+    )
+    at_train = [row for row in results["eval"] if row["length"] == 6]
+    assert results["learned"]["this_evaluation"] == at_train[0]["accuracy"]
+
+
+def test_eval_refuses_a_length_extension_without_its_factor(trained):
+    run_dir, _ = trained("decoder", "rope")
+    with pytest.raises(ConfigError, match=r"^pe\.scaling=yarn needs pe\.scaling_factor"):
+        evaluate_run([f"run={run_dir}", "pe.scaling=yarn", "tag=nofactor"])
+    assert not (run_dir / "results.nofactor.json").exists()
+
+
+def test_eval_names_the_encodings_an_option_belongs_to(trained):
+    run_dir, _ = trained("decoder", "alibi")
+    with pytest.raises(ConfigError, match=r"^pe\.scaling is not an option of this run's "
+                       r"encoding \(pe=alibi\); allowed: pe\.scaling with runs of .*pe=rope"):  # fmt: skip
+        evaluate_run([f"run={run_dir}", "pe.scaling=yarn"])
+
+
 def test_eval_scaling_changes_long_lengths_only_where_the_method_says(trained):
     """PI rescales every position, so even in-distribution numbers move; factor 1 changes nothing."""
     run_dir, original = trained("decoder", "rope")

@@ -65,6 +65,18 @@ def parse_arguments(arguments: Sequence[str]) -> tuple[Path, str | None, list[st
     return run_dir, tag, overrides
 
 
+def trained_verdict(run_dir) -> dict | None:
+    """Whether the run learned, as its own results.json says (None where it cannot tell): a
+    re-evaluation keeps it, since its overrides may move accuracy at the training length."""
+    import json
+
+    try:
+        verdict = json.loads((Path(run_dir) / "results.json").read_text()).get("learned")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return verdict if isinstance(verdict, dict) and "learned" in verdict else None
+
+
 def check_tag(tag: str | None) -> str:
     """The tag asked for (or a timestamp), refused unless it is a plain name."""
     base = tag or "eval-" + dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -158,6 +170,26 @@ def check_checkpoint(run_dir: Path) -> None:
         raise ConfigError(refusal)
 
 
+#: length extensions that are RoPE as trained at factor 1 (dynamic NTK still scales past the
+#: training length at 1: Hugging Face's formula)
+FACTOR_ONE_IS_NOTHING = ("pi", "ntk", "yarn")
+
+
+def check_scaling_factor(cfg, overrides: Sequence[str]) -> None:
+    """Refuse a length extension asked for without its factor when the run's factor is 1: it
+    would score RoPE as trained under the extension's name. A factor given explicitly (1
+    included) stands."""
+    keys = {override.partition("=")[0].lstrip("+~") for override in overrides}
+    scaling = cfg.pe.get("scaling")
+    if ("pe.scaling" in keys and "pe.scaling_factor" not in keys
+            and scaling in FACTOR_ONE_IS_NOTHING and cfg.pe.get("scaling_factor") == 1):  # fmt: skip
+        raise ConfigError(
+            f"pe.scaling={scaling} needs pe.scaling_factor: at the run's 1.0 it is RoPE as "
+            f"trained; allowed: pe.scaling_factor > 1 (e.g. 4 for 4x the training length), "
+            f"or 1 given explicitly"
+        )
+
+
 def evaluate_run(arguments: Sequence[str]) -> dict:
     # the command line and the run directory are checked before torch or Lightning is imported
     run_dir, tag, overrides = parse_arguments(arguments)
@@ -171,6 +203,7 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
             f"directory, or finish this one first with resume=true hydra.run.dir={run_dir}"
         )
     validate(cfg)
+    check_scaling_factor(cfg, overrides)
     if not os.access(run_dir, os.W_OK):  # found now, not after the whole evaluation
         raise ConfigError(f"run={run_dir}: the directory is not writable; allowed: a writable run")
     check_resources(cfg)
@@ -202,6 +235,7 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
                 "tag": tag,
                 "source": "checkpoints/last.ckpt",
                 "train_steps": run.train_steps,
+                "trained_verdict": trained_verdict(run_dir),
             },
         )
     finally:

@@ -72,11 +72,30 @@ def build_results(
         "provenance": provenance(device),
         "eval": sort_rows(rows),
     }
-    results["learned"] = learning_verdict(results)
+    verdict = learning_verdict(results)
+    trained = results.pop("trained_verdict", None)  # eval.py: the run's own, from results.json
+    if verdict is not None and trained is not None:
+        # whether the model learned is the training's verdict; this evaluation's own value is
+        # kept beside it (an override such as PI ×4 moves accuracy in distribution too)
+        verdict = {**trained, "this_evaluation": verdict["value"]}
+    results["learned"] = verdict
     results["length_ratio"] = length_ratios(results["eval"], cfg.data.len, thresholds)
-    if results["learned"] and not results["learned"]["learned"]:
-        results["warnings"] = [*results.get("warnings", []), not_learned_message(results)]
+    if message := learning_message(results):
+        results["warnings"] = [*results.get("warnings", []), message]
     return results
+
+
+def learning_message(results: dict) -> str | None:
+    """The warning a run's verdict calls for, or None: not learned (train longer), or, for a
+    re-evaluation of a run that learned, an evaluation that changed it in distribution."""
+    verdict = results.get("learned")
+    if not verdict:
+        return None
+    if not verdict["learned"]:
+        return not_learned_message(results)
+    if verdict.get("this_evaluation", verdict["value"]) < verdict["threshold"]:
+        return changed_in_distribution_message(results)
+    return None
 
 
 #: per-token accuracy at the training length below which a run did not learn its task (the
@@ -112,12 +131,34 @@ def learning_verdict(results: dict, threshold: float = LEARNED_ACCURACY) -> dict
     }
 
 
+def below(value: float, threshold: float) -> str:
+    """``value`` (< threshold) written with the fewest decimals (2 at least) that still show it
+    below ``threshold``: 0.8983 against 0.9 is "0.898", never "0.90"."""
+    for decimals in range(2, 10):
+        text = f"{value:.{decimals}f}"
+        if float(text) < threshold:
+            return text
+    return repr(value)
+
+
 def not_learned_message(results: dict) -> str:
     verdict = results["learned"]
     return (
-        f"not learned in distribution: per-token accuracy {verdict['value']:.2f} at the training "
-        f"length < {verdict['threshold']}; its numbers beyond training say nothing about the "
-        f"encoding (more trainer.max_steps, or trainer.criterion_target)"
+        f"not learned in distribution: per-token accuracy {below(verdict['value'], verdict['threshold'])} "
+        f"at the training length < {verdict['threshold']}; its numbers beyond training say "
+        f"nothing about the encoding (more trainer.max_steps, or trainer.criterion_target)"
+    )
+
+
+def changed_in_distribution_message(results: dict) -> str:
+    """A re-evaluation (eval.py) of a run that learned, whose own overrides bring its accuracy
+    at the training length below the threshold (PI rescales every position, say)."""
+    verdict = results["learned"]
+    here = verdict["this_evaluation"]
+    return (
+        f"this evaluation's per-token accuracy at the training length is "
+        f"{below(here, verdict['threshold'])} (< {verdict['threshold']}), the trained run's "
+        f"{verdict['value']:.4g}: its overrides change the model in distribution too"
     )
 
 

@@ -295,6 +295,16 @@ def save_config(cfg: DictConfig, path: Path) -> None:
     atomic_write(path, OmegaConf.to_yaml(resolved_config(cfg)))
 
 
+def encodings_with_option(option: str) -> list[str]:
+    """The shipped encodings (configs/pe) whose yaml holds ``option``."""
+    import yaml
+
+    from lengen.pe.options import _pe_config_dir
+
+    return [path.stem for path in sorted(_pe_config_dir().glob("*.yaml"))
+            if option in (yaml.safe_load(path.read_text()) or {})]  # fmt: skip
+
+
 def load_config(run_dir: Path, overrides: list[str] | tuple = ()) -> DictConfig:
     """A run's config.yaml with ``key=value`` overrides applied (keys must already exist)."""
     from omegaconf.errors import OmegaConfBaseException
@@ -326,6 +336,14 @@ def load_config(run_dir: Path, overrides: list[str] | tuple = ()) -> DictConfig:
             cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([override]))
         except OmegaConfBaseException as error:
             first = str(error).splitlines()[0]
+            section, _, option = key.partition(".")
+            if section == "pe" and option and option not in cfg.pe:  # the common case: say whose
+                owners = encodings_with_option(option.partition(".")[0])
+                raise ConfigError(
+                    f"{key} is not an option of this run's encoding (pe={cfg.pe.get('name')}); "
+                    f"allowed: {key} with runs of "
+                    + (", ".join(f"pe={name}" for name in owners) or "no encoding")
+                ) from None
             raise ConfigError(
                 f"{key}: cannot apply {override!r} to this run's config ({first})"
             ) from None
@@ -355,7 +373,9 @@ class RunDirectory:
             return json.loads(self.results.read_text())
         raise ConfigError(
             f"hydra.run.dir={self.path} already holds a finished run (results.json); "
-            f"allowed: a new hydra.run.dir, or remove that directory yourself"
+            f"allowed: resume=auto (a finished run is left as it is, an interrupted one "
+            f"continues: how a sweep is re-run), a new hydra.run.dir, or remove that directory "
+            f"yourself"
         )
 
     def check_start(self, cfg: DictConfig) -> None:

@@ -189,7 +189,7 @@ def evaluate_and_write(
         build_results,
         format_ratios,
         format_table,
-        not_learned_message,
+        learning_message,
         write_results,
     )
 
@@ -235,8 +235,8 @@ def evaluate_and_write(
     if rows:  # how far it extrapolates, in one number per threshold (ρ_τ)
         longest = max(row["length"] for row in rows)
         print(format_ratios(results["length_ratio"], results["train_len"], longest))
-    if results["learned"] and not results["learned"]["learned"]:
-        print(f"WARNING: {not_learned_message(results)}")
+    if message := learning_message(results):
+        print(f"WARNING: {message}")
     print(f"results: {results_path}", flush=True)  # a sweep's worker may live on: show it now
     if unfinished is not None:
         raise unfinished
