@@ -37,7 +37,7 @@ def test_recorded_forward_equals_the_model(pe, single_thread):
         expected = model(**batch["inputs"])
         with recording_attention() as recorded:
             actual = model(**batch["inputs"])
-    assert len(recorded) == model.n_layers
+    assert len(recorded) == model.cfg.n_layers
     torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
 
 

@@ -41,6 +41,7 @@ CASES = [
     ("data.len=5 eval.factors=[1.5]", "eval.factors: 1.5 × data.len 5 = 7.5 is not a whole"),
     ("eval.decoding=beam", "eval.decoding must be one of teacher_forced"),
     ("eval.plot_dpi=100000", "eval.plot_dpi must be in 1 … 1200, got 100000"),
+    ("logger=wandb logger.mode=foo", "logger.mode must be one of offline, online, disabled"),
     ("foo=1", "foo: no such key; allowed at the top level: data, eval"),
     ("data.lenn=3", "data.lenn: no such key; allowed under data:"),
     ("~data.len", "data.len must be a positive integer, got None"),  # a deletion, no value

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hydra.utils import get_class
+from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
 from helpers import CONFIG_DIR, compose_train, yaml_choices
@@ -171,7 +171,7 @@ def test_mcgill_paper_recipe_has_the_papers_table_2_settings():
 #: group -> the config class of its yamls, where one class serves the whole group
 GROUP_OPTIONS = {"eval": EvalOptions, "trainer": TrainerOptions}
 #: the groups whose yamls are one component's config each (data: tests/data/test_options.py)
-TYPED_GROUPS = ("pe", "model", "eval", "trainer")
+TYPED_GROUPS = ("pe", "model", "eval", "trainer", "logger")
 
 
 def composed_node(group: str, name: str) -> dict:
@@ -186,9 +186,11 @@ def plain(value):
 
 
 def options_class(group: str, name: str):
+    """The config class of ``group=name``: the group's, or its ``_target_``'s ``Options`` (a
+    class, or a factory function such as a logger's)."""
     if group in GROUP_OPTIONS:
         return GROUP_OPTIONS[group]
-    return get_class(OmegaConf.load(CONFIG_DIR / group / f"{name}.yaml")._target_).Options
+    return get_object(OmegaConf.load(CONFIG_DIR / group / f"{name}.yaml")._target_).Options
 
 
 def is_base_yaml(group: str, name: str) -> bool:

@@ -146,3 +146,51 @@ def test_the_notebook_session_in_analysis_md_gives_what_it_shows(monkeypatch):
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
     runner.run(test)
     assert runner.failures == 0, f"{runner.failures} of {runner.tries} examples differ"
+
+
+# -- the run folder names the docs state are the ones the config makes ---------------------------
+#: placeholder in the docs -> the pattern of what the config writes there
+PLACEHOLDERS = {
+    "<date>": r"\d{4}-\d{2}-\d{2}",
+    "<time>": r"\d{2}-\d{2}-\d{2}",
+    "<task>": "copy",
+    "<model>": "decoder",
+    "<pe>": "rope",
+    "<L>": "16",
+    "<S>": "0",
+    "<run id>": "[0-9a-f]{8}",
+    "<nonce>": "[0-9a-f]{4}",
+}
+
+
+def documented_name(text: str, start: str) -> re.Pattern:
+    """The first code span of ``text`` that begins with ``start``, placeholders as patterns."""
+    span = re.search(rf"`({re.escape(start)}[^`]*)`", text).group(1).rstrip("/")
+    pattern = re.escape(span)
+    for placeholder, value in PLACEHOLDERS.items():
+        pattern = pattern.replace(re.escape(placeholder), value)
+    return re.compile(pattern)
+
+
+def default_directories() -> tuple[str, str]:
+    """hydra.run.dir and a sweep job's subdir of the default config, resolved."""
+    import hydra.core.utils  # noqa: F401  (registers the ${now:} resolver)
+    from hydra import compose, initialize_config_dir
+
+    import lengen.config  # noqa: F401  (registers ${lengen_run_id:} and ${lengen_nonce:})
+
+    with initialize_config_dir(str(CONFIG_DIR), version_base=None):
+        cfg = compose("train", return_hydra_config=True)
+        return str(cfg.hydra.run.dir), str(cfg.hydra.sweep.subdir)
+
+
+def test_readme_names_the_default_run_folder_as_the_config_makes_it():
+    run_dir, _ = default_directories()
+    readme = (ROOT / "README.md").read_text()
+    assert documented_name(readme, "results/runs/<date>").fullmatch(run_dir), run_dir
+
+
+def test_cluster_doc_names_a_sweep_job_folder_as_the_config_makes_it():
+    _, subdir = default_directories()
+    cluster = (ROOT / "docs" / "cluster.md").read_text()
+    assert documented_name(cluster, "<task>_<model>").fullmatch(subdir), subdir

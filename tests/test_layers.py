@@ -20,10 +20,10 @@ PACKAGE = ROOT / "src" / "lengen"
 #: import each other; a unit imports only from layers below it.
 LAYERS = (
     ("atomic", "provenance"),  # below results, which writes atomically and records provenance
-    ("checks", "results", "measure", "caches", "loggers", "lazy", "identity", "progress"),
+    ("checks", "results", "measure", "caches", "lazy", "identity", "progress"),
     ("schema",),  # the typed configs' rules, from checks' positive_int
     ("options",),  # the run's typed configs, on schema
-    ("pe", "config"),
+    ("pe", "config", "loggers"),  # loggers: on the typed logger configs of options
     ("model", "data", "plots"),
     ("evaluation", "build", "checkpoints"),
     ("lit", "rundir"),

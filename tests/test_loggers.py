@@ -10,6 +10,8 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 from helpers import compose_train, run_train
 
 WANDB_VARIABLES = ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR")
@@ -95,3 +97,25 @@ def test_wandb_writes_wandb_even_beside_a_hidden_folder(tmp_path, monkeypatch):
     files = _run_files(tmp_path)
     assert len(files) == 1 and files[0].stat().st_size > 0
     assert list((tmp_path / ".wandb").iterdir()) == []
+
+
+# -- the loggers' typed configs (lengen.options) ------------------------------------------------
+@pytest.mark.parametrize("name", ["csv", "none", "wandb"])
+def test_a_logger_factory_consumes_the_config_found_without_torch(name):
+    import lengen.loggers
+    from lengen.options import logger_options
+
+    assert getattr(lengen.loggers, name).Options is logger_options(f"lengen.loggers.{name}")
+
+
+def test_a_logger_of_the_users_is_not_known():
+    from lengen.options import logger_options
+
+    assert logger_options("mypackage.loggers.MyLogger") is None
+
+
+def test_a_key_a_logger_does_not_take_is_named(tmp_path):
+    from lengen.loggers import csv
+
+    with pytest.raises(ValueError, match=r"^logger\.project: csv takes no options$"):
+        csv(str(tmp_path), project="lengen")

@@ -33,6 +33,7 @@ REFUSALS = [
     Refusal("seed=-1", "seed must be an integer >= 0, got -1"),
     Refusal("resume=maybe", "resume must be true, false or auto, got 'maybe'"),
     Refusal("optim.lr=0", "optim.lr must be a number in (0.0, inf), got 0"),
+    Refusal("logger=wandb logger.mode=foo", "logger.mode must be one of offline, online, disabled"),
     Refusal("trainer.max_steps=0", "trainer.max_steps must be a positive integer, got 0"),
     Refusal("eval.samples=0", "eval.samples must be a positive integer, got 0"),
     Refusal("eval.decoding=beam", "eval.decoding must be one of teacher_forced, greedy"),

@@ -4,7 +4,8 @@
 before anything imports matplotlib or torch; values the user set are kept. ``cache_refusal()``
 then asks, before anything is written, whether those folders can be made: torch creates its
 compile cache at import, and an unwritable one ended the run there with a traceback, after its
-directory existed. docs/scaling.md, "Where lengen writes", lists every location.
+directory existed. docs/scaling.md, "Where lengen writes", lists every location; lengen's own
+folder also holds the machine's timing calibration (``calibration_file``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ LIBRARY_CACHES = {"MPLCONFIGDIR": "matplotlib", "TORCHINDUCTOR_CACHE_DIR": "indu
 def lengen_cache_dir() -> str:
     """``$LENGEN_CACHE_DIR``, else ``~/.cache/lengen``."""
     return os.path.expanduser(os.environ.get("LENGEN_CACHE_DIR") or "~/.cache/lengen")
+
+
+def calibration_file() -> str:
+    """This machine's measured step and evaluation times, which every finished run updates and
+    every run's estimate of its wall time reads (``lengen.progress.Estimate``):
+    ``<lengen cache>/timings.json``. Deleting it only makes the next estimates rough again."""
+    return os.path.join(lengen_cache_dir(), "timings.json")
 
 
 def use_lengen_caches() -> None:

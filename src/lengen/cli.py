@@ -8,7 +8,10 @@ the single run's directory again if Hydra made it for this command
 and for crashes the traceback) into its run directory, unless that directory already holds
 finished results. In a ``-m`` sweep a failure does not stop the other runs; ``SweepReport``
 counts what every run did from the run directories when the sweep ends and makes the sweep's
-exit status non-zero if any run did not finish.
+exit status non-zero if any run did not finish. Along the way each job says "run k of N" and,
+once a run has finished, the sweep's time left (``SweepReport.progress_line``, from the plan
+lengen's sweeper writes); combinations skipped with ``hydra.sweeper.skip_invalid=true`` are
+listed apart, never counted as runs, and never make the exit status non-zero.
 
 Exit statuses: 2 bad input, 3 training diverged, 4 a checkpoint could not be written (the
 previous one is kept), 5 evaluation out of memory, 128 + the signal's number when a signal
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -105,6 +109,8 @@ class SweepReport(Callback):
     results.json decides "finished", whatever a job returned."""
 
     RECORDS = ".jobs"
+    #: the sweep's plan, beside the records (``hydra_plugins.lengen_sweeper`` writes it)
+    PLAN = "sweep.json"
     #: a run that did not finish: refused (nothing written), interrupted (a checkpoint kept,
     #: not continued), failed (failed.json, or no word at all)
     UNFINISHED = ("refused", "interrupted", "failed")
@@ -125,6 +131,8 @@ class SweepReport(Callback):
         if threading.current_thread() is threading.main_thread():
             install_preemption_handlers()
         self.record(config.hydra, None)
+        if (line := self.progress_line(config.hydra)) is not None:
+            print(line, flush=True)
 
     def on_job_end(self, config: DictConfig, job_return, **kwargs) -> None:
         from hydra.core.utils import JobStatus
@@ -148,9 +156,73 @@ class SweepReport(Callback):
         if not is_rank_zero() or hydra.mode != RunMode.MULTIRUN:  # a single run has no report
             return
         folder = Path(hydra.sweep.dir) / cls.RECORDS
+        path = folder / f"{hydra.job.num}.json"
         record = {"run_dir": str(hydra.runtime.output_dir), "outcome": outcome}
+        if outcome is None:  # the job starts
+            record["started"] = time.time()
+        else:  # the job ends: its wall time, for the sweep's time left
+            started = cls._read(path).get("started")
+            if isinstance(started, int | float):
+                record["started"], record["wall_s"] = started, time.time() - started
         folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(folder / f"{hydra.job.num}.json", json.dumps(record) + "\n")
+        atomic_write(path, json.dumps(record) + "\n")
+
+    # -- the plan, and the time left -------------------------------------------------------------
+    @classmethod
+    def write_plan(cls, sweep_dir: Path, *, runs: int, workers: int, skipped: list[dict]) -> None:
+        """The sweep's plan, before its first job: the runs it will start, how many at once and
+        the combinations it skips ({"overrides", "reason"} each)."""
+        import json
+
+        from lengen.atomic import atomic_write
+
+        plan = {"runs": runs, "workers": workers, "skipped": skipped, "started": time.time()}
+        atomic_write(Path(sweep_dir) / cls.RECORDS / cls.PLAN, json.dumps(plan) + "\n")
+
+    @classmethod
+    def read_plan(cls, sweep_dir: Path) -> dict:
+        """The plan ``write_plan`` wrote; {} where there is none (another sweeper)."""
+        plan = cls._read(Path(sweep_dir) / cls.RECORDS / cls.PLAN)
+        return plan if isinstance(plan.get("runs"), int) else {}
+
+    @staticmethod
+    def _read(path: Path) -> dict:
+        import json
+
+        try:
+            value = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    @classmethod
+    def job_records(cls, sweep_dir: Path) -> list[Path]:
+        """The jobs' records, by job number."""
+        paths = (Path(sweep_dir) / cls.RECORDS).glob("*.json")
+        return sorted((p for p in paths if p.stem.isdigit()), key=lambda p: int(p.stem))
+
+    @classmethod
+    def progress_line(cls, hydra: DictConfig) -> str | None:
+        """``sweep: run k of N (<run folder>)``, and once a run has finished, how many have
+        and the time left: the finished runs' mean wall time × the runs not finished / the
+        runs at once. None outside a sweep of lengen's sweeper."""
+        from hydra.types import RunMode
+
+        from lengen.progress import duration
+
+        if hydra.mode != RunMode.MULTIRUN:
+            return None
+        sweep_dir = Path(hydra.sweep.dir)
+        plan = cls.read_plan(sweep_dir)
+        if not plan:
+            return None
+        runs, number = plan["runs"], int(hydra.job.num) + 1
+        line = f"sweep: run {number} of {runs} ({Path(hydra.runtime.output_dir).name})"
+        walls = [r["wall_s"] for r in map(cls._read, cls.job_records(sweep_dir)) if "wall_s" in r]
+        if walls:
+            left = sum(walls) / len(walls) * max(runs - len(walls), 0) / plan.get("workers", 1)
+            line += f"; {len(walls)} finished, ≈ {duration(left)} left"
+        return line
 
     @classmethod
     def outcome(cls, record: dict) -> tuple[str, str]:
@@ -173,9 +245,11 @@ class SweepReport(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         import json
 
+        from lengen.progress import duration
+
         sweep_dir = Path(config.hydra.sweep.dir)
         records = []
-        for path in sorted((sweep_dir / self.RECORDS).glob("*.json"), key=lambda p: int(p.stem)):
+        for path in self.job_records(sweep_dir):
             try:
                 records.append(json.loads(path.read_text()))
             except (OSError, ValueError):
@@ -183,10 +257,21 @@ class SweepReport(Callback):
         outcomes = [(Path(r["run_dir"]).name, *self.outcome(r)) for r in records]
         kinds = [kind for _, kind, _ in outcomes]
         counts = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds))
-        print(
-            f"\nsweep: {len(outcomes)} runs ({counts or 'none'}) in {sweep_dir}\n"
+        plan = self.read_plan(sweep_dir)
+        took = f"; took {duration(time.time() - plan['started'])}" if "started" in plan else ""
+        lines = [f"\nsweep: {len(outcomes)} runs ({counts or 'none'}) in {sweep_dir}{took}"]
+        # skipped at the user's request (hydra.sweeper.skip_invalid=true): no run, no failure
+        skipped = plan.get("skipped") or []
+        if skipped:
+            lines.append(
+                f"{len(skipped)} combination{'s' * (len(skipped) != 1)} skipped "
+                f"(hydra.sweeper.skip_invalid=true; nothing written for them):"
+            )
+            lines += [f"  {s['overrides']}: {s['reason']}" for s in skipped]
+        lines.append(
             f"next: python scripts/aggregate.py {sweep_dir} && python scripts/plot.py {sweep_dir}"
         )
+        print("\n".join(lines))
         bad = [(name, kind, detail) for name, kind, detail in outcomes if kind in self.UNFINISHED]
         if not outcomes:
             print(f"error: no job of the sweep reported back ({sweep_dir / self.RECORDS})",

@@ -1,6 +1,9 @@
 """Logger factories; each writes inside the run directory, never the current directory.
 
-The logger yamls point their ``_target_`` here; the run passes ``save_dir``. A resumed run's
+The logger yamls point their ``_target_`` here; the run passes ``save_dir``. Each factory takes
+its yaml's keys as keywords and consumes them as its typed config (``factory.Options``, in
+``lengen.options``: ``LoggerOptions``, ``WandbOptions``), the class the early checks build from
+the composed yaml before anything imports torch (``lengen.preflight``). A resumed run's
 CSV log continues where its checkpoint left off (``continue_csv_log``): Lightning's CSV logger
 would delete it.
 """
@@ -13,15 +16,18 @@ import warnings
 from pathlib import Path
 
 from lengen.atomic import atomic_write
+from lengen.options import WANDB_MODES, LoggerOptions, WandbOptions
 
-WANDB_MODES = ("offline", "online", "disabled")
 
-
-def csv(save_dir: str):
-    """Lightning's CSV logger: ``<run dir>/logs/metrics.csv``."""
+def csv(save_dir: str, **keys):
+    """Lightning's CSV logger: ``<run dir>/logs/metrics.csv`` (no options)."""
+    csv.Options.from_keys(keys, owner="csv")
     from pytorch_lightning.loggers import CSVLogger
 
     return CSVLogger(save_dir=save_dir, name="logs", version="")
+
+
+csv.Options = LoggerOptions
 
 
 def continue_csv_log(logger, step: int, last_row: dict | None = None) -> None:
@@ -61,19 +67,18 @@ def continue_csv_log(logger, step: int, last_row: dict | None = None) -> None:
     atomic_write(path, text.getvalue())  # a kill mid-write must not cut the log short
 
 
-def none(save_dir: str):
-    """No logger."""
+def none(save_dir: str, **keys):
+    """No logger (no options)."""
+    none.Options.from_keys(keys, owner="none")
     return False
 
 
-def wandb(
-    save_dir: str,
-    project: str = "lengen",
-    group: str | None = None,
-    run_name: str | None = None,
-    mode: str | None = None,
-):
-    """Weights & Biases, offline unless ``mode`` (or ``WANDB_MODE``) says otherwise.
+none.Options = LoggerOptions
+
+
+def wandb(save_dir: str, **keys):
+    """Weights & Biases, offline unless ``mode`` (or ``WANDB_MODE``) says otherwise; ``keys``:
+    ``project``, ``group``, ``run_name``, ``mode`` (``WandbOptions``).
 
     Everything lands in ``<run dir>/wandb/``: the run in ``offline-run-*/`` (its ``run-*.wandb``
     is what ``wandb sync <that folder>`` uploads) and wandb's cache, config and staging folders
@@ -82,21 +87,25 @@ def wandb(
     training fails. Runs of one ``-m`` sweep share a group (the sweep folder's name) unless
     ``group`` is set.
     """
+    cfg = wandb.Options.from_keys(keys, owner="wandb")
     # "dryrun": wandb's old name for offline, which Lightning writes into WANDB_MODE (so the
     # next run of a sweep finds it there)
-    mode = mode or os.environ.get("WANDB_MODE", "").replace("dryrun", "offline") or "offline"
-    if mode not in WANDB_MODES:
-        raise ValueError(f"logger.mode must be one of {', '.join(WANDB_MODES)}; got {mode!r}")
+    mode = cfg.mode or os.environ.get("WANDB_MODE", "").replace("dryrun", "offline") or "offline"
+    if mode not in WANDB_MODES:  # logger.mode is checked: this is the environment's
+        raise ValueError(
+            f"WANDB_MODE must be one of {', '.join(WANDB_MODES)} (read where logger.mode is "
+            f"null); got {mode!r}"
+        )
     for variable, path in wandb_paths(save_dir).items():
         _point(variable, path)
     os.environ["WANDB_MODE"] = mode
-    group = group or sweep_name()
+    group = cfg.group or sweep_name()
     _end_previous_run()
     logger = wandb_run_logger_class()(
         save_dir=save_dir,
-        project=project,
+        project=cfg.project,
         group=group,
-        name=run_name,
+        name=cfg.run_name,
         offline=mode == "offline",
         mode=mode,
         # wandb puts a run in <dir>/.wandb instead of <dir>/wandb whenever <dir>/.wandb exists,
@@ -105,6 +114,9 @@ def wandb(
     )
     _LAST_LOGGER[:] = [logger]
     return logger
+
+
+wandb.Options = WandbOptions
 
 
 def wandb_paths(save_dir: str) -> dict[str, Path]:

@@ -1,12 +1,12 @@
 """The run's typed configs, without torch: the top-level keys, the model, the optimiser, the
-evaluation and the trainer keys lengen reads (``lengen.schema``; the encodings' are in
-``lengen.pe.options``, the data sources' beside them in ``lengen.data``).
+evaluation, the trainer keys lengen reads and the loggers (``lengen.schema``; the encodings' are
+in ``lengen.pe.options``, the data sources' beside them in ``lengen.data``).
 
 Each class's fields are the keys of its yaml (``configs/model/*.yaml``, ``configs/eval/*.yaml``,
-``configs/trainer/*.yaml``, train.yaml's ``optim`` and top-level keys) with their one default
-and the rule that refuses other values; ``tests/test_configs.py`` compares every yaml with its
-class. ``lengen.preflight.validate`` builds them from the composed config, so a bad value is
-refused, with the key named, before anything imports torch.
+``configs/trainer/*.yaml``, ``configs/logger/*.yaml``, train.yaml's ``optim`` and top-level
+keys) with their one default and the rule that refuses other values; ``tests/test_configs.py``
+compares every yaml with its class. ``lengen.preflight.validate`` builds them from the composed
+config, so a bad value is refused, with the key named, before anything imports torch.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ CRITERION_METRICS = ("exact_match", "accuracy")
 STRATEGIES = ("auto", "ddp", "ddp_find_unused_parameters_true")
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true", "64")
+#: ``logger.mode`` of wandb (null: ``$WANDB_MODE``, else offline; lengen.loggers)
+WANDB_MODES = ("offline", "online", "disabled")
 #: ``resume``: false (a fresh run), true (continue an interrupted run), auto (continue it if it
 #: has a checkpoint, start it otherwise, report it done if finished: sweeps that fill gaps)
 RESUME_MODES = (False, True, "auto")
@@ -138,6 +140,21 @@ def _devices(key: str, value):
             f"{key} must be a positive integer, -1, auto or a list of device indices, got {value!r}"
         )
     return value
+
+
+def _text(*, nullable: bool = False):
+    """A rule: a non-empty string (a yaml number is refused, not turned into one), or None
+    where ``nullable``."""
+
+    def rule(key: str, value):
+        if value is None and nullable:
+            return None
+        if not isinstance(value, str) or not value:
+            wanted = "a non-empty string" + (" or null" if nullable else "")
+            raise ValueError(f"{key} must be {wanted}, got {value!r}")
+        return value
+
+    return rule
 
 
 def _progress(key: str, value):
@@ -294,3 +311,35 @@ class TrainerOptions(Options):
     criterion_target: float | None = option(None, interval(0.0, 1.0, open_low=True, nullable=True))
     criterion_metric: str = option("exact_match", one_of(*CRITERION_METRICS))
     criterion_checks: int = option(3, integer())
+
+
+@dataclasses.dataclass(frozen=True)
+class LoggerOptions(Options):
+    """A logger's keys (``configs/logger/<name>.yaml``; the factories of ``lengen.loggers``):
+    none for ``csv`` and ``none``, whose config this is."""
+
+    prefix: ClassVar[str] = "logger"
+
+
+@dataclasses.dataclass(frozen=True)
+class WandbOptions(LoggerOptions):
+    """Weights & Biases (``configs/logger/wandb.yaml``; ``lengen.loggers.wandb``)."""
+
+    project: str = option("lengen", _text())
+    #: null: in a -m sweep, the sweep folder's name (the runs of a sweep are grouped)
+    group: str | None = option(None, _text(nullable=True))
+    run_name: str | None = option(None, _text(nullable=True))
+    #: null: ``$WANDB_MODE``, else offline
+    mode: str | None = option(None, one_of(*WANDB_MODES, nullable=True))
+
+
+#: the factories of ``lengen.loggers`` -> their config classes (each factory's ``Options``)
+LOGGERS = {"csv": LoggerOptions, "none": LoggerOptions, "wandb": WandbOptions}
+
+
+def logger_options(target: str | None) -> type[LoggerOptions] | None:
+    """The config class of a lengen logger's ``_target_`` (``lengen.loggers.wandb``), found by
+    name; None for a logger of the user's (its own constructor checks its keys)."""
+    if not isinstance(target, str) or not target.startswith("lengen.loggers."):
+        return None
+    return LOGGERS.get(target.rpartition(".")[2])

@@ -22,6 +22,14 @@ order ``precheck`` asks:
   model, without torch for lengen's own; others are built on the meta device
   (``check_by_building``).
 
+**A sweep's combinations.** A -m sweep is checked with each swept value tried once (the others
+at their first value), and one refusal refuses the whole command. With
+``hydra.sweeper.skip_invalid=true`` on the command line, ``check_sweep_jobs`` instead composes
+every job as Hydra's basic sweeper lists them and asks each the checks of a single run
+(``check_job``): a refused job is recorded with its one-line reason, and lengen's sweeper
+(``hydra_plugins.lengen_sweeper``) leaves it out of the sweep (``job_refusal``); keys that do not
+exist, and a sweep with no job left, still refuse the whole command.
+
 **Composed twice, validated once.** A ``train.py`` process composes its config twice: once here
 (``check_override_keys``), because a refusal must come before Hydra creates the run directory,
 and once inside Hydra's main, which composes only after creating it. The two are the same
@@ -58,6 +66,7 @@ from lengen.options import (
     OptimOptions,
     RunOptions,
     TrainerOptions,
+    logger_options,
     model_options,
 )
 from lengen.rundir import RunDirectory, is_rank_zero, resolved_config
@@ -128,15 +137,21 @@ def precheck(arguments: Sequence[str]) -> int | None:
     if (refusal := cache_refusal()) is not None:
         raise ConfigError(refusal)
     check_group_overrides(command.overrides, command.config_dirs)
-    configs = check_override_keys(
-        [*command.overrides, *(["-m"] if command.sweeping else [])],
-        command.config_dirs,
-        command.config_name,
-    )
     values = {
         key.lstrip("+"): value.strip("'\" ")
         for key, _, value in (a.partition("=") for a in command.overrides if "=" in a)
     }
+    launcher = values.get("hydra/launcher")
+    cluster = launcher is not None and _submitit(launcher, command.config_dirs)
+    skipping = command.sweeping and skip_invalid(values.get(SKIP_INVALID))
+    if skipping:  # every job composed and checked; the refused ones left to the sweeper to skip
+        configs = check_sweep_jobs(command, cluster)
+    else:
+        configs = check_override_keys(
+            [*command.overrides, *(["-m"] if command.sweeping else [])],
+            command.config_dirs,
+            command.config_name,
+        )
     run_dir = values.get("hydra.run.dir")
     if run_dir is not None and not run_dir:
         raise ConfigError("hydra.run.dir: empty; allowed: a directory path (or leave it unset)")
@@ -153,8 +168,6 @@ def precheck(arguments: Sequence[str]) -> int | None:
     )
     if sweeping and not own_subdir:
         check_shared_directories(configs)
-    launcher = values.get("hydra/launcher")
-    cluster = launcher is not None and _submitit(launcher, command.config_dirs)
     for cfg in configs:
         check_launch(cfg, sweeping, cluster)
     if not sweeping:
@@ -166,13 +179,115 @@ def precheck(arguments: Sequence[str]) -> int | None:
         if directory.finished(configs[0]) is not None:  # resume on a finished run: done
             return 0
         directory.check_start(configs[0])
-    for cfg in configs:
+    for cfg in configs if not skipping else ():  # (check_sweep_jobs asked these)
         check_resources(cfg)
         # a component of the user's: its constructor checks it (text reads its corpus at run
         # time, so the build checks it then)
         if not check_components(cfg) and get_class(cfg.data._target_).cheap_to_build:
             check_by_building(cfg)
     return None
+
+
+# -- a sweep that skips the combinations that cannot run ---------------------------------------
+#: the sweeper's key (configs/hydra/sweeper/lengen.yaml): true runs a -m sweep's valid
+#: combinations and skips the refused ones (hydra_plugins.lengen_sweeper; docs/cluster.md)
+SKIP_INVALID = "hydra.sweeper.skip_invalid"
+
+#: a job's overrides (as Hydra's basic sweeper lists them) -> its refusal, or None where it
+#: passed: what ``check_sweep_jobs`` found in this process, for the sweeper to skip by
+_SWEEP_JOBS: dict[tuple[str, ...], str | None] = {}
+
+
+def skip_invalid(value) -> bool:
+    """``hydra.sweeper.skip_invalid`` as given on the command line (None: not given)."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"{SKIP_INVALID}={value}: allowed: true, false")
+    return text == "true"
+
+
+def sweep_jobs(overrides: Sequence[str]) -> list[list[str]]:
+    """The jobs of a -m sweep, each its list of overrides, as Hydra's basic sweeper makes them
+    (the cartesian product of every a,b,c, in its order) from the command line's overrides
+    without ``hydra``'s."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception as error:  # noqa: BLE001 - Hydra's parse errors are bad input
+        first = str(error).strip().splitlines()[0]
+        raise ConfigError(f"cannot parse the command line: {first}") from None
+    task = [o for o in parsed if not o.is_hydra_override()]
+    return [job for batch in BasicSweeper.split_arguments(task, None) for job in batch]
+
+
+def check_sweep_jobs(command: Command, cluster: bool) -> list[DictConfig]:
+    """``hydra.sweeper.skip_invalid=true``: compose every job of the sweep (a key that does not
+    exist still refuses the whole command) and ask each the checks of a single run
+    (``check_job``); a job they refuse is recorded with its one-line reason, for the sweeper
+    to skip. -> the configs that passed. Raises ConfigError when none did."""
+    from hydra import compose
+
+    hydra_overrides = [
+        a for a in command.overrides if a.lstrip("+~").startswith(("hydra.", "hydra/"))
+    ]
+    jobs = sweep_jobs(command.overrides)
+    passed, refused = [], []
+    with composing(command.config_dirs):
+        for job in jobs:
+            trial = [*hydra_overrides, *job]
+            try:
+                cfg = compose(command.config_name, overrides=trial)
+            except Exception as error:  # noqa: BLE001 - reworded below
+                raise _override_error(error, trial, command.config_name) from None
+            try:
+                check_job(cfg, cluster)
+            except ConfigError as error:
+                _SWEEP_JOBS[tuple(job)] = str(error)
+                refused.append((job, str(error)))
+            else:
+                _SWEEP_JOBS[tuple(job)] = None
+                passed.append(cfg)
+    if not passed:
+        job, reason = refused[0]
+        raise ConfigError(
+            f"{SKIP_INVALID}=true: every one of the sweep's {len(jobs)} combinations is "
+            f"refused, e.g. {' '.join(job)}: {reason}"
+        )
+    return passed
+
+
+def check_job(cfg: DictConfig, cluster: bool) -> None:
+    """The checks ``precheck`` asks of each config, for one job of a sweep (ConfigError)."""
+    from hydra.utils import get_class
+
+    validate(cfg)
+    check_launch(cfg, True, cluster)
+    check_resources(cfg)
+    if not check_components(cfg) and get_class(cfg.data._target_).cheap_to_build:
+        check_by_building(cfg)
+
+
+def job_refusal(job: Sequence[str], load, cluster: bool) -> str | None:
+    """Why the sweeper skips a job: its refusal as ``check_sweep_jobs`` recorded it in this
+    process, else the checks asked now of ``load()``, its composed config (a sweep started
+    without train.py's pre-check) -> the one-line reason, or None when it can run."""
+    key = tuple(job)
+    if key not in _SWEEP_JOBS:
+        try:
+            check_job(load(), cluster)
+            _SWEEP_JOBS[key] = None
+        except ConfigError as error:
+            _SWEEP_JOBS[key] = str(error)
+    return _SWEEP_JOBS[key]
+
+
+def checked_jobs(jobs: Sequence[Sequence[str]]) -> bool:
+    """Whether this process composed and checked every one of ``jobs`` already."""
+    return all(tuple(job) in _SWEEP_JOBS for job in jobs)
 
 
 # -- a refusal after Hydra wrote: undone ------------------------------------------------------------
@@ -495,6 +610,10 @@ def _validate(cfg: DictConfig) -> Checked:
     _checked(model.check)
     optim = checked(OptimOptions, cfg.optim)
     evaluation = checked(EvalOptions, cfg.eval)
+    # the logger's keys (a logger of the user's: its own constructor checks them)
+    logger = logger_options(cfg.logger.get("_target_")) if "logger" in cfg else None
+    if logger is not None:
+        checked(logger, cfg.logger)
     eval_lengths(cfg)
     # the data source checks its own keys (text: files, tokenizer, protocol), found through its
     # _target_ as Hydra will instantiate it (lengen.data.source.DataSource.validate_config)

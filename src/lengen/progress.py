@@ -11,16 +11,31 @@ of thousands of characters. ``trainer.enable_progress_bar`` (``lengen.options``)
 - ``false``: neither.
 
 Only rank zero prints, as Lightning's bars do.
+
+**How long, before it starts** (``Estimate``): before training, a run prints one line with its
+expected wall time, training steps × the time of a step + evaluation. The times come from
+this machine's calibration file (``lengen.caches.calibration_file``), which every finished run
+updates with what it measured (``StepTimer``: the time between steps, validations included;
+the evaluation's wall time; Lightning's start-up), keyed by the machine (device, CPU or GPU
+model, threads, processes) and placed by the FLOPs of a step (``train_step_flops``) or of the
+evaluation (``eval_flops``): a size measured before gives its own time; another size is read
+between the two nearest measured ones (log-log), or scaled from the nearest. With nothing
+measured here yet, the line says it is a rough guess from the FLOP count at an assumed speed.
+Reading and updating it costs milliseconds and touches no random generator of the run.
+
+pytorch_lightning is imported when a callback (``LineProgress``, ``StepTimer``) is first
+used, not with this module: a sweep's report formats its times without it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import sys
 import time
 from collections.abc import Iterable, Iterator
-
-import pytorch_lightning as pl
+from pathlib import Path
 
 #: progress lines per run: enough to see a run move, few enough to read a sweep's log
 LINES_PER_RUN = 20
@@ -86,57 +101,100 @@ def step_line(label: str, step: int, max_steps: int, loss: float | None, rate: f
     return f"[{label}] " + " · ".join(parts)
 
 
-class LineProgress(pl.Callback):
-    """Lightning callback: a line on stdout every ``every`` steps (step / total, mean loss,
-    steps/s, time left), one after each validation, and one when training ends."""
+def __getattr__(name: str):
+    """``LineProgress`` and ``StepTimer``, Lightning callbacks, built on first use (the module
+    docstring says why)."""
+    if name in ("LineProgress", "StepTimer"):
+        globals().update(_callbacks())
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    def __init__(self, label: str, every: int) -> None:
-        self.label, self.every = label, every
-        self._losses: list[float] = []
-        self._start_step, self._start_time = 0, 0.0
 
-    def on_train_start(self, trainer, pl_module) -> None:
-        # a resumed run starts at its checkpoint's step: its speed counts from there
-        self._start_step, self._start_time = trainer.global_step, time.monotonic()
+def _callbacks() -> dict:
+    import pytorch_lightning as pl
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        loss = step_loss(pl_module, outputs)
-        if loss is not None:
-            self._losses.append(loss)
-        step = trainer.global_step
-        if step % self.every == 0 or step == trainer.max_steps:
-            loss = sum(self._losses) / len(self._losses) if self._losses else None
-            self._losses = []
+    class LineProgress(pl.Callback):
+        """Lightning callback: a line on stdout every ``every`` steps (step / total, mean loss,
+        steps/s, time left), one after each validation, and one when training ends."""
+
+        def __init__(self, label: str, every: int) -> None:
+            self.label, self.every = label, every
+            self._losses: list[float] = []
+            self._start_step, self._start_time = 0, 0.0
+
+        def on_train_start(self, trainer, pl_module) -> None:
+            # a resumed run starts at its checkpoint's step: its speed counts from there
+            self._start_step, self._start_time = trainer.global_step, time.monotonic()
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            loss = step_loss(pl_module, outputs)
+            if loss is not None:
+                self._losses.append(loss)
+            step = trainer.global_step
+            if step % self.every == 0 or step == trainer.max_steps:
+                loss = sum(self._losses) / len(self._losses) if self._losses else None
+                self._losses = []
+                self._print(
+                    trainer, step_line(self.label, step, trainer.max_steps, loss, self.rate(step))
+                )
+
+        def on_validation_end(self, trainer, pl_module) -> None:
+            if trainer.sanity_checking:
+                return
+            metrics = getattr(pl_module, "last_validation", {}) or {}
+            shown = " · ".join(f"{key} {value:.4g}" for key, value in sorted(metrics.items()))
             self._print(
-                trainer, step_line(self.label, step, trainer.max_steps, loss, self.rate(step))
+                trainer, f"[{self.label}] validation at step {trainer.global_step}: {shown}"
             )
 
-    def on_validation_end(self, trainer, pl_module) -> None:
-        if trainer.sanity_checking:
-            return
-        metrics = getattr(pl_module, "last_validation", {}) or {}
-        shown = " · ".join(f"{key} {value:.4g}" for key, value in sorted(metrics.items()))
-        self._print(trainer, f"[{self.label}] validation at step {trainer.global_step}: {shown}")
+        def on_train_end(self, trainer, pl_module) -> None:
+            step = trainer.global_step
+            elapsed = time.monotonic() - self._start_time
+            stopped = "" if step >= trainer.max_steps else f" (stopped before {trainer.max_steps})"
+            self._print(
+                trainer,
+                f"[{self.label}] trained to step {step}{stopped} in {duration(elapsed)}; evaluating",
+            )
 
-    def on_train_end(self, trainer, pl_module) -> None:
-        step = trainer.global_step
-        elapsed = time.monotonic() - self._start_time
-        stopped = "" if step >= trainer.max_steps else f" (stopped before {trainer.max_steps})"
-        self._print(
-            trainer,
-            f"[{self.label}] trained to step {step}{stopped} in {duration(elapsed)}; evaluating",
-        )
+        def rate(self, step: int) -> float:
+            """Steps per second since training (or its resumption) started, validations included:
+            what the time left will really cost."""
+            elapsed = time.monotonic() - self._start_time
+            return (step - self._start_step) / elapsed if elapsed > 0 else 0.0
 
-    def rate(self, step: int) -> float:
-        """Steps per second since training (or its resumption) started, validations included:
-        what the time left will really cost."""
-        elapsed = time.monotonic() - self._start_time
-        return (step - self._start_step) / elapsed if elapsed > 0 else 0.0
+        @staticmethod
+        def _print(trainer, line: str) -> None:
+            if trainer.is_global_zero:
+                print(line, flush=True)  # flushed: a file or a pipe buffers otherwise
 
-    @staticmethod
-    def _print(trainer, line: str) -> None:
-        if trainer.is_global_zero:
-            print(line, flush=True)  # flushed: a file or a pipe buffers otherwise
+    class StepTimer(pl.Callback):
+        """Lightning callback: the seconds a training step takes, from the end of the first
+        step this process trained to the end of the last (validations between included;
+        the first step, with its warm-up, left out). Reads the clock only."""
+
+        def __init__(self) -> None:
+            self.first: tuple[int, float] | None = None
+            self.last: tuple[int, float] | None = None
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            now = (trainer.global_step, time.monotonic())
+            if self.first is None:
+                self.first = now
+            self.last = now
+
+        def step_seconds(self) -> float | None:
+            """Mean seconds per step after the first; None with fewer than two steps."""
+            if self.first is None or self.last is None or self.last[0] <= self.first[0]:
+                return None
+            return (self.last[1] - self.first[1]) / (self.last[0] - self.first[0])
+
+        def steps(self) -> int:
+            """Steps trained in this process (a resumed run: since its checkpoint)."""
+            return (
+                0 if self.first is None or self.last is None else self.last[0] - self.first[0] + 1
+            )
+
+    return {"LineProgress": LineProgress, "StepTimer": StepTimer}
 
 
 def step_loss(pl_module, outputs) -> float | None:
@@ -185,3 +243,157 @@ def each(
             left = elapsed * sum(costs[done:]) / max(sum(costs[:done]), 1e-9)
             line += f", {duration(left)} left"
         print(f"[{label}] {line}" if label else line, flush=True)
+
+
+# -- how long a run will take, before it starts -------------------------------------------------
+#: observations kept per machine and kind (the newest): enough to span a project's sizes
+KEPT = 40
+#: assumed speeds where nothing was measured on the machine yet (the line says "rough"): a
+#: small model on a CPU reaches ~half of the matmul peak (docs/benchmarks.md), a GPU far more;
+#: the start-up is Lightning's (trainer set-up, sanity validation)
+ROUGH_FLOPS_PER_SECOND = {"cpu": 20e9, "cuda": 20e12, "mps": 2e12}
+ROUGH_START_SECONDS = 3.0
+#: and per evaluation length: its diagnostics and figure, more than its FLOPs on small models
+ROUGH_SECONDS_PER_LENGTH = 2.0
+
+
+def train_step_flops(n_params: int, n_layers: int, d_model: int, batch: int, tokens: int) -> float:
+    """FLOPs of one training step (forward and backward) of ``batch`` sequences of ``tokens``:
+    6 per parameter and token (Kaplan et al. 2020) plus the attention's scores and mixing,
+    12 · layers · d_model · tokens² per sequence. A size measure for the calibration, which
+    turns it into seconds: constant factors cancel."""
+    return float(batch) * (6 * n_params * tokens + 12 * n_layers * d_model * tokens**2)
+
+
+def eval_flops(
+    n_params: int, n_layers: int, d_model: int, samples: int, tokens: list[int]
+) -> float:
+    """FLOPs of evaluating ``samples`` sequences at each of ``tokens`` (forward only)."""
+    return float(sum(samples * (2 * n_params * t + 4 * n_layers * d_model * t**2) for t in tokens))
+
+
+def machine_key(device: str, world_size: int = 1) -> str:
+    """What a calibration is valid for: the device type and model, torch's threads (CPU) and
+    the run's processes."""
+    import torch
+
+    from lengen.provenance import cpu_model
+
+    if device == "cuda":
+        name = torch.cuda.get_device_name()
+    else:
+        threads = torch.get_num_threads()
+        name = f"{cpu_model()} · {threads} thread{'s' * (threads != 1)}"
+    return f"{device} · {name}" + (f" · {world_size} processes" if world_size > 1 else "")
+
+
+def interpolate(observations: list, flops: float) -> float | None:
+    """Seconds at ``flops`` from measured (flops, seconds) pairs: the median of those within
+    10% (scaled to ``flops``); else between the two nearest around it, linear in log-log; above
+    every one, proportional to the largest; below every one, the smallest's time (a floor:
+    small sizes are bound by overheads, not FLOPs). None without observations."""
+    pairs = sorted((float(f), float(s)) for f, s in observations if f > 0 and s > 0)
+    if not pairs or flops <= 0:
+        return None
+    near = sorted(s * flops / f for f, s in pairs if abs(f / flops - 1) <= 0.1)
+    if near:
+        return near[len(near) // 2]
+    below = [p for p in pairs if p[0] < flops]
+    above = [p for p in pairs if p[0] > flops]
+    if below and above:
+        (f0, s0), (f1, s1) = below[-1], above[0]
+        weight = math.log(flops / f0) / math.log(f1 / f0)
+        return math.exp(math.log(s0) + weight * (math.log(s1) - math.log(s0)))
+    if below:
+        f0, s0 = below[-1]
+        return s0 * flops / f0
+    return above[0][1]
+
+
+class Estimate:
+    """A run's expected wall time from the machine's calibration file (the module docstring
+    says how). ``record`` adds what a finished run measured."""
+
+    def __init__(self, path: str | Path, machine: str, device: str) -> None:
+        self.path, self.machine, self.device = Path(path), machine, device
+        self.calibration = self._read()
+
+    def _read(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text())
+            return data["machines"].get(self.machine, {}) if isinstance(data, dict) else {}
+        except (OSError, ValueError, KeyError, AttributeError):
+            return {}
+
+    def line(
+        self, steps: int, step_flops: float, evaluation: float, protocol: str, lengths: int = 1
+    ) -> str:
+        """One line: the total, how it splits, and whether it is calibrated here. ``evaluation``:
+        the evaluation's FLOPs over its ``lengths`` lengths."""
+        step = interpolate(self.calibration.get("train", []), step_flops)
+        # per evaluation length: a length costs its figure and checks besides its FLOPs
+        per_length = interpolate(self.calibration.get(f"eval {protocol}", []), evaluation / lengths)
+        evaluate = None if per_length is None else per_length * lengths
+        starts = self.calibration.get("start", [])
+        start = sorted(starts)[len(starts) // 2] if starts else None
+        runs = len(self.calibration.get("train", []))
+        rough = step is None or evaluate is None or start is None
+        speed = ROUGH_FLOPS_PER_SECOND.get(self.device, ROUGH_FLOPS_PER_SECOND["cpu"])
+        step = step_flops / speed if step is None else step
+        if evaluate is None:
+            evaluate = evaluation / speed + ROUGH_SECONDS_PER_LENGTH * lengths
+        start = ROUGH_START_SECONDS if start is None else start
+        total = start + steps * step + evaluate
+        split = (
+            f"{steps:,} steps × {_seconds(step)} + evaluation {duration(evaluate)} "
+            f"+ start-up {duration(start)}"
+        )
+        if rough:
+            how = (
+                f"rough: {step_flops / 1e9:.3g} GFLOP a step at an assumed {speed / 1e9:g} "
+                f"GFLOP/s where nothing is measured on this machine yet; finished runs calibrate "
+                f"it ({self.path})"
+            )
+        else:
+            how = f"calibrated on this machine by {runs} finished run{'s' * (runs != 1)}"
+        return f"estimate: ≈ {duration(total)} ({split}; {how})"
+
+    def record(
+        self,
+        step_flops: float,
+        step_seconds: float | None,
+        evaluation: float,
+        eval_seconds: float,
+        protocol: str,
+        start_seconds: float | None,
+        lengths: int = 1,
+    ) -> None:
+        """Add a finished run's measurements to the file (written atomically; a run that
+        could not write it loses nothing but the calibration): the seconds of a step at its
+        FLOPs, of an evaluation length at its mean FLOPs, and the start-up."""
+        from lengen.atomic import atomic_write
+
+        try:
+            data = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        except (OSError, ValueError):
+            data = {}
+        if not isinstance(data, dict) or not isinstance(data.get("machines"), dict):
+            data = {"version": 1, "machines": {}}
+        machine = data["machines"].setdefault(self.machine, {})
+        new = {
+            "train": [step_flops, step_seconds] if step_seconds else None,
+            f"eval {protocol}": [evaluation / lengths, eval_seconds / lengths]
+            if evaluation > 0 and lengths > 0
+            else None,
+            "start": start_seconds if start_seconds is not None and start_seconds >= 0 else None,
+        }
+        for kind, value in new.items():
+            if value is not None:
+                machine[kind] = [*machine.get(kind, []), value][-KEPT:]
+        with contextlib.suppress(OSError):
+            atomic_write(self.path, json.dumps(data, indent=1) + "\n")
+
+
+def _seconds(value: float) -> str:
+    """A step's time: 0.042 s, 1.3 s."""
+    return f"{value:.2g} s" if value < 10 else duration(value)

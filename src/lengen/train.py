@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -33,14 +34,19 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
 
             load_weights(model, load_checkpoint(cfg.init_from, "init_from"), "init_from")
         notes = position_warnings(model)
-        trainer, lit, logger = fit(cfg, model, data, directory, resumed, optim=checked.optim)
+        trainer, lit, logger, timing = fit(
+            cfg, model, data, directory, resumed, optim=checked.optim, lengths=lengths
+        )
         if not trainer.is_global_zero:
             return {}  # rank 0 evaluates and writes
+        started = time.monotonic()
         results = evaluate_and_write(
             cfg, model, data, lengths, device=trainer.strategy.root_device, directory=directory,
             train_tokens=lit.train_tokens, extra=training_record(trainer, resumed, notes),
             progress=evaluation_progress(cfg, directory),
         )  # fmt: skip
+        if timing is not None:  # this machine's calibration learns from the run
+            timing.finished(time.monotonic() - started)
         finish_logging(logger, results, directory)
     return results
 
@@ -53,16 +59,93 @@ def evaluation_progress(cfg: DictConfig, directory: RunDirectory) -> tuple[str, 
     return progress_mode(cfg.trainer.get("enable_progress_bar", True)), directory.path.name
 
 
-def fit(cfg: DictConfig, model, data, directory: RunDirectory, resumed, *, optim: OptimOptions):
-    """Train (or continue training) and save the last checkpoint -> (trainer, lit, logger)."""
+def fit(
+    cfg: DictConfig,
+    model,
+    data,
+    directory: RunDirectory,
+    resumed,
+    *,
+    optim: OptimOptions,
+    lengths: list[int] | None = None,
+):
+    """Train (or continue training) and save the last checkpoint -> (trainer, lit, logger,
+    timing). With the evaluation ``lengths``, the run's estimated wall time is printed first
+    (``RunTiming``; None on the other ranks, and without ``lengths``)."""
     from lengen.checkpoints import save_checkpoint
     from lengen.lit import DataModule
 
     trainer, lit, logger = make_trainer(cfg, model, directory, resumed, optim=optim)
+    timing = None
+    if lengths is not None and trainer.is_global_zero:
+        timing = RunTiming.start(cfg, model, data, lengths, trainer, resumed, directory)
     datamodule = DataModule(data, num_workers=cfg.data.get("num_workers", 0))
+    started = time.monotonic()
     trainer.fit(lit, datamodule=datamodule, ckpt_path=resumed[0] if resumed else None)
+    if timing is not None:
+        timing.fit_seconds = time.monotonic() - started
     save_checkpoint(trainer, directory.checkpoint)
-    return trainer, lit, logger
+    return trainer, lit, logger, timing
+
+
+class RunTiming:
+    """How long a run should take, said before training (one line), and what it took, added to
+    this machine's calibration afterwards (``lengen.progress.Estimate``). It reads the clock,
+    the built model's size and the data's lengths: no random generator, no extra step."""
+
+    def __init__(self, estimate, timer, step_flops, eval_flops, protocol: str, lengths: int):
+        self.estimate, self.timer = estimate, timer
+        self.step_flops, self.eval_flops, self.protocol = step_flops, eval_flops, protocol
+        self.lengths = lengths
+        self.fit_seconds: float | None = None
+
+    @classmethod
+    def start(cls, cfg, model, data, lengths, trainer, resumed, directory) -> RunTiming | None:
+        """Print the estimate line -> the timing to finish, or None where no estimate could be
+        made (a component without the usual sizes: the run goes on without one)."""
+        from lengen.caches import calibration_file
+        from lengen.progress import Estimate, StepTimer, eval_flops, machine_key, train_step_flops
+
+        try:
+            device = trainer.strategy.root_device.type
+            estimate = Estimate(calibration_file(), machine_key(device, trainer.world_size), device)
+            n_params = sum(p.numel() for p in model.parameters())
+            sizes = (n_params, int(cfg.model.n_layers), int(cfg.model.d_model))
+            tokens = data.sequence_length(data.train_len)
+            step = train_step_flops(*sizes, data.batch_size, tokens)
+            samples = int(cfg.eval.get("samples") or 1)
+            evaluation = eval_flops(*sizes, samples, [data.sequence_length(n) for n in lengths])
+            protocol = str(cfg.eval.get("decoding") or "teacher_forced")
+            steps = max(0, int(cfg.trainer.max_steps) - (resumed[1] if resumed else 0))
+            line = estimate.line(steps, step, evaluation, protocol, len(lengths))
+        except Exception as error:  # noqa: BLE001 - an estimate never stops a run
+            print(f"estimate: none ({type(error).__name__}: {error})", flush=True)
+            return None
+        if cfg.trainer.get("criterion_target") is not None:
+            line += "; at most: the criterion may stop training sooner"
+        print(f"{sweep_label(directory)}{line}", flush=True)
+        timer = next(c for c in trainer.callbacks if isinstance(c, StepTimer))
+        return cls(estimate, timer, step, evaluation, protocol, len(lengths))
+
+    def finished(self, eval_seconds: float) -> None:
+        """Add the finished run's step time, start-up and evaluation time to the calibration."""
+        step = self.timer.step_seconds()
+        start = None
+        if step is not None and self.fit_seconds is not None:
+            start = max(0.0, self.fit_seconds - self.timer.steps() * step)
+        self.estimate.record(
+            self.step_flops, step, self.eval_flops, eval_seconds, self.protocol, start, self.lengths
+        )
+
+
+def sweep_label(directory: RunDirectory) -> str:
+    """``[<run folder>] `` in a job of a -m sweep, whose lines may interleave; else nothing."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        return f"[{directory.path.name}] "
+    return ""
 
 
 def finish_logging(logger, results: dict, directory: RunDirectory) -> None:
@@ -117,8 +200,9 @@ def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed, *, op
         criterion = (cfg.trainer.criterion_metric, cfg.trainer.criterion_target)
         callbacks.insert(0, CriterionStop(*criterion, cfg.trainer.criterion_checks))
     # bars on a terminal; in a log file (SLURM, nohup, CI) a line every N steps instead
-    from lengen.progress import LineProgress, every_n_steps, progress_mode
+    from lengen.progress import LineProgress, StepTimer, every_n_steps, progress_mode
 
+    callbacks.append(StepTimer())  # the step time, for this machine's estimates (RunTiming)
     progress = progress_mode(cfg.trainer.get("enable_progress_bar", True))
     if progress == "lines":
         callbacks.append(LineProgress(directory.path.name, every_n_steps(cfg.trainer.max_steps)))

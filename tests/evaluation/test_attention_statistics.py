@@ -122,7 +122,7 @@ def test_recording_leaves_the_forward_pass_unchanged(pe):
         with recording_statistics() as recorded:
             actual = model(**batch["inputs"])
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
-    assert len(recorded) == model.n_layers
+    assert len(recorded) == model.cfg.n_layers
 
 
 OWN_ATTENTION = ["fox", "stick_breaking", "path", "path_fox"]
@@ -194,4 +194,4 @@ def test_the_recorder_measures_encodings_that_attend_themselves():
     batch = next(iter(data.eval_batches(12, 4, 4)))
     with torch.no_grad(), recording_statistics() as recorded:
         model(**batch["inputs"])
-    assert [type(stats) for stats in recorded] == [AttentionStatistics] * model.n_layers
+    assert [type(stats) for stats in recorded] == [AttentionStatistics] * model.cfg.n_layers

@@ -77,7 +77,7 @@ def run(pe, causal, q_len, k_len, **options):
     bias = pe.attention_bias(*positions) if pe.has_bias else None
     out = attend(q, k, v, causal=causal, pe=pe, q_positions=positions[0],
                  k_positions=positions[1], **options)  # fmt: skip
-    return out, reference(q, k, v, causal, pe.window, pe.chunk, bias)
+    return out, reference(q, k, v, causal, pe.cfg.window, pe.cfg.chunk, bias)
 
 
 # -- the mask functions ------------------------------------------------------------------------

@@ -118,7 +118,7 @@ def test_randomized_run_config_is_validated_before_training():
 
 def test_randomized_option_reaches_the_encoding_from_the_config():
     _, model, _ = build(compose_train("pe=alibi", "pe.randomized=true", "pe.max_position=500"))
-    assert model.stack.pe.randomized and model.stack.pe.max_position == 500
+    assert model.stack.pe.cfg.randomized and model.stack.pe.cfg.max_position == 500
 
 
 @pytest.mark.parametrize("key", ["pe.randomized", "pe.log_length_scale", "pe.randomized_eval"])

@@ -41,10 +41,10 @@ def reference_bias(pe: DAPE, q_positions, k_positions):
     (its formula is checked in tests/pe/test_fire.py)."""
     offset = (q_positions[:, None] - k_positions[None, :]).double()  # (Tq, Tk)
     wrapped = pe.bias_encoding
-    if pe.bias_name == "alibi":
+    if pe.cfg.bias == "alibi":
         slopes = torch.tensor([2.0 ** (-8 * h / HEADS) for h in range(1, HEADS + 1)])
         return -slopes.double()[:, None, None] * offset
-    if pe.bias_name == "kerple":
+    if pe.cfg.bias == "kerple":
         r1 = wrapped.r1.detach().double()[:, None, None]
         r2 = wrapped.r2.detach().double()[:, None, None]
         return -r1 * torch.log1p(r2 * offset.abs())
@@ -61,7 +61,7 @@ def reference_attention(pe: DAPE, q, k, v, q_positions, k_positions, causal: boo
     w2, b2 = pe.mlp_out_weight.detach().double(), pe.mlp_out_bias.detach().double()
     hidden = F.leaky_relu(features @ w1.T + b1, negative_slope=0.01)
     adapted = (hidden @ w2.T + b2).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
-    logits = x + adapted + (bias if pe.form == "reference" else 0)
+    logits = x + adapted + (bias if pe.cfg.form == "reference" else 0)
     if causal:
         future = k_positions[None, :] > q_positions[:, None]  # (Tq, Tk)
         logits = logits.masked_fill(future, float("-inf"))
@@ -161,7 +161,7 @@ def test_gradient_reaches_every_parameter_in_an_encoder(bias):
 
 def test_bias_options_reach_the_wrapped_encoding():
     pe = make("kerple", bias_options={"variant": "power"})
-    assert pe.bias_encoding.variant == "power"
+    assert pe.bias_encoding.cfg.variant == "power"
 
 
 def test_shared_options_are_the_wrapped_encodings():

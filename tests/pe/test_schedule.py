@@ -32,13 +32,13 @@ def test_a_pattern_repeats_over_the_layers():
 def test_each_layer_gets_its_entrys_options():
     pe = schedule([{"pe": "rope", "window": 8}, {"pe": "nope", "attn_temperature_tuning": True}],
                   n_layers=4)  # fmt: skip
-    assert [pe.for_layer(i).window for i in range(4)] == [8, None, 8, None]
+    assert [pe.for_layer(i).cfg.window for i in range(4)] == [8, None, 8, None]
     assert [pe.for_layer(i).cfg.attn_temperature_tuning for i in range(4)] == [False, True] * 2
 
 
 def test_the_schedules_shared_options_reach_every_layer():
     pe = schedule(["rope", "nope"], n_layers=2, log_length_scale=True, train_positions=8)
-    assert all(pe.for_layer(i).log_length_scale for i in range(2))
+    assert all(pe.for_layer(i).cfg.log_length_scale for i in range(2))
 
 
 def test_per_layer_parameters_are_those_of_the_stacks_layer():

@@ -139,7 +139,7 @@ def visible(pe, query_index: Tensor, k_len: int, causal: bool) -> Tensor | None:
     if pe is not None and getattr(pe, "local", False):
         from lengen.pe import local
 
-        options = {"causal": causal, "window": pe.window, "chunk": pe.chunk}
+        options = {"causal": causal, "window": pe.cfg.window, "chunk": pe.cfg.chunk}
         return local.allowed(query_index[:, 0], key_index, **options)
     return key_index <= query_index if causal else None
 

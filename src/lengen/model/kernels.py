@@ -234,7 +234,7 @@ def _flex(
     length = q.shape[2]
     table = _relative_table(pe, length, length, position_offset, False, torch.float32, q.device)
     return flex_relative_attention(
-        q, k, v, table, causal=causal, scale=scale, window=pe.window, chunk=pe.chunk
+        q, k, v, table, causal=causal, scale=scale, window=pe.cfg.window, chunk=pe.cfg.chunk
     )
 
 
@@ -249,7 +249,7 @@ def _block_rows(
     per_row = q.shape[0] * q.shape[1]  # B · H
     rows = max_elements // (per_row * k.shape[2])
     if pe is not None and pe.local:
-        reach = ((pe.window or pe.chunk) - 1) * (1 if causal else 2)  # e
+        reach = ((pe.cfg.window or pe.cfg.chunk) - 1) * (1 if causal else 2)  # e
         budget = max_elements // per_row
         rows = max(rows, (math.isqrt(reach * reach + 4 * budget) - reach) // 2)
     return max(1, min(q.shape[2], rows))
@@ -338,9 +338,11 @@ def _relative_table(
     table = pe.relative_bias_table(index_delta + position_offset.to(device))  # (H, L) fp32
     if causal:  # query i sees keys j ≤ i + Tk − Tq, i.e. i − j ≥ Tq − Tk
         table = table.masked_fill(index_delta < q_len - k_len, float("-inf"))
-    if pe.window is not None:  # key-index distance d = i + Tk − Tq − j: d < w (and > −w)
+    if pe.cfg.window is not None:  # key-index distance d = i + Tk − Tq − j: d < w (and > −w)
         distance = index_delta + (k_len - q_len)
-        table = table.masked_fill((distance >= pe.window) | (distance <= -pe.window), float("-inf"))
+        table = table.masked_fill(
+            (distance >= pe.cfg.window) | (distance <= -pe.cfg.window), float("-inf")
+        )
     return table.to(dtype).contiguous()
 
 
@@ -442,7 +444,7 @@ def local_attention(
     it can see (``_key_span``), so memory grows linearly with length, not Tq × Tk."""
     q_len, k_len = q.shape[2], k.shape[2]
     if query_block >= q_len:
-        mask = _local_mask(q_len, k_len, causal, pe.window, pe.chunk, q.device)  # (Tq, Tk)
+        mask = _local_mask(q_len, k_len, causal, pe.cfg.window, pe.cfg.chunk, q.device)  # (Tq, Tk)
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale
         )
@@ -469,8 +471,9 @@ def _key_span(
 ) -> tuple[int, int]:
     """The keys [lo, hi) that queries start … stop − 1 (the last Tq of Tk) can see at all."""
     offset = k_len - q_len  # query i sits at key index i + offset
+    window, chunk = pe.cfg.window, pe.cfg.chunk
     return local.key_span(
-        start + offset, stop - 1 + offset, k_len, causal=causal, window=pe.window, chunk=pe.chunk
+        start + offset, stop - 1 + offset, k_len, causal=causal, window=window, chunk=chunk
     )
 
 
@@ -478,7 +481,9 @@ def _block_allowed(start, stop, lo, hi, q_len, k_len, causal, pe, device) -> Ten
     """Which of the keys lo … hi − 1 queries start … stop − 1 see -> bool (c, hi − lo)."""
     query_index = torch.arange(start, stop, device=device) + (k_len - q_len)
     key_index = torch.arange(lo, hi, device=device)
-    return local.allowed(query_index, key_index, causal=causal, window=pe.window, chunk=pe.chunk)
+    return local.allowed(
+        query_index, key_index, causal=causal, window=pe.cfg.window, chunk=pe.cfg.chunk
+    )
 
 
 #: boolean masks of local attention at one block, per (Tq, Tk, causal, window, chunk, device):

@@ -157,9 +157,7 @@ class _Transformer(nn.Module):
         self.embedding = nn.Embedding(vocab_size, cfg.d_model)
         self.embed_scale = math.sqrt(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, vocab_size, bias=False)
-        self.n_layers = cfg.n_layers
         self.output_scale = 1.0
-        self.attention = cfg.attention
         sizes = dict(
             d_model=cfg.d_model,
             n_layers=cfg.n_layers,
@@ -178,7 +176,7 @@ class _Transformer(nn.Module):
                 for index in range(len(stack.blocks)):
                     layer_pe = stack.pe.for_layer(index)
                     choose_kernel(
-                        layer_pe, self.attention, training=training, device_type=device_type
+                        layer_pe, self.cfg.attention, training=training, device_type=device_type
                     )
 
     def build_stacks(self, pe: PEFactory, sizes: dict) -> None:
@@ -189,7 +187,7 @@ class _Transformer(nn.Module):
             if isinstance(module, nn.Linear):
                 # GPT-2: residual output projections shrink with depth
                 residual = name.endswith(("attn.out", "mlp.2"))
-                std = 0.02 / math.sqrt(2 * self.n_layers) if residual else 0.02
+                std = 0.02 / math.sqrt(2 * self.cfg.n_layers) if residual else 0.02
                 nn.init.normal_(module.weight, std=std)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)

@@ -103,14 +103,11 @@ class ALiBi(PositionalEncoding):
         if self.axes > 1:
             # a distance between cells: not one offset along one axis (module docstring)
             self.bias_is_relative = False
-        self.grid_distance = self.cfg.grid_distance
-        self.bidirectional = self.cfg.bidirectional
-        self.learnable_slopes = self.cfg.learnable_slopes
         slopes = alibi_slopes(self.n_heads)
         # a second set only where it can matter: keys after the query exist only without a mask
-        separate = self.bidirectional == "separate" and not self.causal
+        separate = self.cfg.bidirectional == "separate" and not self.causal
         future = slopes.flip(0) if separate else None
-        if self.learnable_slopes:
+        if self.cfg.learnable_slopes:
             self.log_slopes = nn.Parameter(slopes.log())
             self.log_future_slopes = None if future is None else nn.Parameter(future.log())
         else:
@@ -122,7 +119,7 @@ class ALiBi(PositionalEncoding):
     @property
     def slopes(self) -> Tensor:
         """Current slopes m_h for keys at or before the query -> (H,), fp32."""
-        if self.learnable_slopes:
+        if self.cfg.learnable_slopes:
             return self.log_slopes.to(torch.float32).exp()
         return self._slopes
 
@@ -130,13 +127,13 @@ class ALiBi(PositionalEncoding):
     def future_slopes(self) -> Tensor | None:
         """Slopes for keys after the query with ``bidirectional=separate`` (non-causal), else
         None -> (H,), fp32."""
-        if self.learnable_slopes:
+        if self.cfg.learnable_slopes:
             log_future = self.log_future_slopes
             return None if log_future is None else log_future.to(torch.float32).exp()
         return self._future_slopes
 
     def _fixed_to(self, device: torch.device) -> None:
-        if not self.learnable_slopes and self._slopes.device != device:
+        if not self.cfg.learnable_slopes and self._slopes.device != device:
             self._slopes = self._slopes.to(device)
             if self._future_slopes is not None:
                 self._future_slopes = self._future_slopes.to(device)
@@ -152,9 +149,9 @@ class ALiBi(PositionalEncoding):
             offset = self.relative_distance(q_positions, k_positions).to(torch.float32)
             distance = offset.abs()
             slopes = self.slopes[heads]  # e.g. (H, 1, 1)
-            if self.causal or self.bidirectional == "symmetric":
+            if self.causal or self.cfg.bidirectional == "symmetric":
                 return -slopes * distance
-            if self.bidirectional == "asymmetric_offset":
+            if self.cfg.bidirectional == "asymmetric_offset":
                 return -slopes * (distance - 0.5 * (offset > 0).to(torch.float32))
             # separate: keys at or before the query use the slopes, keys after it the second set
             future = self.future_slopes[heads]
@@ -164,18 +161,18 @@ class ALiBi(PositionalEncoding):
         """−m_h · dist(p_q, p_k), 0 where either is a −1 row -> broadcast of heads and the
         positions without their axis dimension, fp32."""
         with torch.autocast(q_positions.device.type, enabled=False):
-            distance = grid_distance(q_positions - k_positions, self.grid_distance)
+            distance = grid_distance(q_positions - k_positions, self.cfg.grid_distance)
             both = has_position(q_positions) & has_position(k_positions)  # (..., Tq, Tk)
             return -self.slopes[heads] * (distance * both)
 
     def describe(self) -> dict:
         info = {
             "slopes": [round(s, 8) for s in self.slopes.detach().tolist()],
-            "bidirectional": self.bidirectional,
-            "learnable_slopes": self.learnable_slopes,
+            "bidirectional": self.cfg.bidirectional,
+            "learnable_slopes": self.cfg.learnable_slopes,
         }
         if self.axes > 1:
-            info["grid_distance"] = self.grid_distance
+            info["grid_distance"] = self.cfg.grid_distance
         if self.future_slopes is not None:
             info["future_slopes"] = [round(s, 8) for s in self.future_slopes.detach().tolist()]
         return info

@@ -152,14 +152,7 @@ class PositionalEncoding(nn.Module):
         self.max_positions = self.context.max_positions
         self.axes = self.context.axes
         self.n_layers = self.context.n_layers
-        self.randomized = self.cfg.randomized
-        self.max_position = self.cfg.max_position
-        self.randomized_eval = self.cfg.randomized_eval
-        self.log_length_scale = self.cfg.log_length_scale
-        #: local attention by index (``lengen.pe.local``): a window of w keys or chunks of c
-        #: tokens (at most one), None for every key
-        self.window, self.chunk = self.cfg.window, self.cfg.chunk
-        if self.chunk is not None:
+        if self.cfg.chunk is not None:
             # a chunk mask depends on the index, not on q − k alone: no per-offset table (as
             # under randomized distances, below); attention builds it per query block
             self.bias_is_relative = False
@@ -177,13 +170,14 @@ class PositionalEncoding(nn.Module):
         #: the layer of the stack this object serves (``for_layer`` views set it)
         self.layer = 0
         #: bias encodings of distances: ``distances`` or ``positions``; None for the others
+        #: (derived, not ``cfg.randomized_relative``: null reads as ``positions``)
         self.randomized_relative = (
             self.cfg.randomized_distances() if self.cfg.bias_of_distance else None
         )
         #: randomized distances: the bias is Toeplitz within a pass but its table changes with
         #: every draw, so attention builds it per query block (the per-offset table path and its
         #: cached dense masks assume a fixed bias per offset)
-        self.randomizes_distances = self.randomized and self.randomized_relative == "distances"
+        self.randomizes_distances = self.cfg.randomized and self.randomized_relative == "distances"
         if self.randomizes_distances:
             self.bias_is_relative = False
         #: distances of this pass's offsets 0 … T−1 (int64, (T,)), set by ``positions()`` when
@@ -197,12 +191,12 @@ class PositionalEncoding(nn.Module):
     @property
     def position_range(self) -> int | None:
         """How many distinct positions this encoding can be asked about."""
-        return self.max_position if self.randomized else self.max_positions
+        return self.cfg.position_range(self.context)
 
     @property
     def randomizing(self) -> bool:
         """Whether this pass draws randomized positions (training, or ``randomized_eval``)."""
-        return self.randomized and (self.training or self.randomized_eval)
+        return self.cfg.randomized and (self.training or self.cfg.randomized_eval)
 
     def positions(self, length: int, device: torch.device | None = None) -> Tensor:
         """The positions of a length-T sequence -> (T,) int64: 0 … T−1 or a random subset.
@@ -219,19 +213,19 @@ class PositionalEncoding(nn.Module):
         self._distances = None
         if not self.randomizing:
             return torch.arange(length, device=device)
-        if length > self.max_position:
+        if length > self.cfg.max_position:
             raise ValueError(
-                f"pe.max_position={self.max_position} is shorter than a sequence of {length}"
+                f"pe.max_position={self.cfg.max_position} is shorter than a sequence of {length}"
             )
         seed = length if self.draw_seed is None else self.draw_seed
         generator = None if self.training else torch.Generator().manual_seed(seed)
         if self.randomizes_distances:
             # offsets 1 … T−1 -> a sorted random subset of the distances 1 … max_position − 1
-            drawn = torch.randperm(self.max_position - 1, generator=generator)[: length - 1] + 1
+            drawn = torch.randperm(self.cfg.max_position - 1, generator=generator)[: length - 1] + 1
             zero = torch.zeros(1, dtype=drawn.dtype)
             self._distances = torch.cat((zero, drawn.sort().values)).to(device)  # (T,)
             return torch.arange(length, device=device)
-        chosen = torch.randperm(self.max_position, generator=generator)[:length]
+        chosen = torch.randperm(self.cfg.max_position, generator=generator)[:length]
         return chosen.sort().values.to(device)
 
     def relative_distance(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
@@ -264,7 +258,7 @@ class PositionalEncoding(nn.Module):
         """The log-length factor for a query attending to ``keys`` keys: max(1, log n /
         log n_train) with ``log_length_scale``, else 1.0."""
         trained = self.trained_keys
-        if not self.log_length_scale or not trained or keys <= trained:
+        if not self.cfg.log_length_scale or not trained or keys <= trained:
             return 1.0
         return math.log(keys) / math.log(max(trained, 2))
 
@@ -284,11 +278,13 @@ class PositionalEncoding(nn.Module):
     @property
     def local(self) -> bool:
         """Whether queries see only some keys (``pe.window`` or ``pe.chunk``)."""
-        return self.window is not None or self.chunk is not None
+        return self.cfg.window is not None or self.cfg.chunk is not None
 
     def visible_keys(self, q_len: int, k_len: int, causal: bool) -> Tensor:
         """How many keys each of the last Tq of Tk queries sees -> (Tq,) float64."""
-        return local.visible_keys(q_len, k_len, causal=causal, window=self.window, chunk=self.chunk)
+        return local.visible_keys(
+            q_len, k_len, causal=causal, window=self.cfg.window, chunk=self.cfg.chunk
+        )
 
     def ssmax_initial_scale(self) -> float:
         """SSMax's s at initialisation: 1 / mean log n over a training sequence's queries."""
@@ -312,7 +308,7 @@ class PositionalEncoding(nn.Module):
         if (
             self.ssmax_scales is not None
             or self.cfg.attn_temperature_tuning
-            or (self.log_length_scale and self.local)
+            or (self.cfg.log_length_scale and self.local)
         ):
             return self.length_temperature(q_len, k_len, causal, device)
         if not causal:
@@ -337,7 +333,7 @@ class PositionalEncoding(nn.Module):
         ``cache_position``."""
         keys = self.visible_keys(q_len, k_len, causal)  # (Tq,) float64
         factor = torch.full_like(keys, self.logit_temperature())
-        if self.log_length_scale and self.trained_keys:
+        if self.cfg.log_length_scale and self.trained_keys:
             factor = factor * temperature.log_length_factor(keys, self.trained_keys)
         if self.cfg.attn_temperature_tuning:
             index = torch.arange(k_len - q_len, k_len, dtype=torch.float64)  # (Tq,)
@@ -354,7 +350,7 @@ class PositionalEncoding(nn.Module):
     def length_global(self) -> str | None:
         """Why this encoding's outputs at a position depend on the sequence's total length
         even in causal attention (a method that is global by definition), or None."""
-        if self.randomized and self.randomized_eval:
+        if self.cfg.randomized and self.cfg.randomized_eval:
             return (
                 "randomized positions: evaluation draws positions (or distances) for the whole "
                 "sequence's length, so a prefix gets a different draw"
@@ -483,15 +479,15 @@ class PositionalEncoding(nn.Module):
     def describe_options(self) -> dict:
         """The shared options, when any is switched on (for results.json)."""
         options = {}
-        if self.randomized:
+        if self.cfg.randomized:
             options.update(
                 randomized=True,
-                max_position=self.max_position,
-                randomized_eval=self.randomized_eval,
+                max_position=self.cfg.max_position,
+                randomized_eval=self.cfg.randomized_eval,
             )
             if self.randomized_relative is not None:
                 options["randomized_relative"] = self.randomized_relative
-        if self.log_length_scale:
+        if self.cfg.log_length_scale:
             options["log_length_scale"] = True
         for key in ("window", "chunk"):
             if getattr(self.cfg, key) is not None:

@@ -63,15 +63,14 @@ class CoPE(PositionalEncoding):
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)
-        self.npos_max = self.cfg.npos_max
-        self.embeddings = nn.Parameter(torch.zeros(self.head_dim, self.npos_max))
+        self.embeddings = nn.Parameter(torch.zeros(self.head_dim, self.cfg.npos_max))
 
     def contextual_logits(
         self, q: Tensor, logits: Tensor, *, scores: Tensor | None = None, bias: Tensor | None = None
     ) -> Tensor:
         # q: (B, H, c, hd); logits: (B, H, c, Tk), scaled, −inf where masked (all CoPE reads)
-        positions = cope_positions(logits, self.npos_max)
+        positions = cope_positions(logits, self.cfg.npos_max)
         return interpolated_logits(q, self.embeddings, positions)
 
     def describe(self) -> dict:
-        return {"npos_max": self.npos_max}
+        return {"npos_max": self.cfg.npos_max}

@@ -88,10 +88,8 @@ class DAPE(PositionalEncoding):
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)  # self.derived: the bias encoding's checked keywords
-        self.bias_name = self.cfg.bias
-        self.form = self.cfg.form
-        self.mlp_width = width = self.cfg.mlp_width
-        module, _, name = options.DAPE_BIASES[self.bias_name].rpartition(".")
+        width = self.cfg.mlp_width
+        module, _, name = options.DAPE_BIASES[self.cfg.bias].rpartition(".")
         wrapped = getattr(importlib.import_module(module), name)
         self.bias_encoding = wrapped(**dataclasses.asdict(self.context), **self.derived)
         # nn.Linear's default initialisation, U(±1/√fan_in) for weights and biases, as plain
@@ -139,12 +137,12 @@ class DAPE(PositionalEncoding):
             b = bias.float().expand_as(x).masked_fill(hidden, 0.0)
             adapted = self.mlp(torch.cat((x, b), dim=1))  # f([x; B]), (B, H, c, Tk)
             # the kernel's logits already hold B; the paper's form has B through f only
-            return adapted if self.form == "reference" else adapted - b
+            return adapted if self.cfg.form == "reference" else adapted - b
 
     def describe(self) -> dict:
         return {
-            "bias": self.bias_name,
-            "form": self.form,
-            "mlp_width": self.mlp_width,
+            "bias": self.cfg.bias,
+            "form": self.cfg.form,
+            "mlp_width": self.cfg.mlp_width,
             "bias_encoding": self.bias_encoding.describe(),
         }

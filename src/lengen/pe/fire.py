@@ -108,7 +108,8 @@ class FIRE(PositionalEncoding):
         init_threshold, self.init_threshold_source = self.cfg.init_threshold, "given"
         if init_threshold is None:
             init_threshold, self.init_threshold_source = self.default_threshold()
-        self.mlp_width = mlp_width = self.cfg.mlp_width
+        mlp_width = self.cfg.mlp_width
+        #: L₀ as used: ``pe.init_threshold``, or derived from the training length where it is null
         self.init_threshold = float(init_threshold)
         self.c = nn.Parameter(torch.tensor(self.cfg.init_c))
         self.threshold_multiplier = nn.Parameter(torch.tensor(1.0))  # L = |ℓ| · L₀
@@ -159,7 +160,7 @@ class FIRE(PositionalEncoding):
 
     def describe(self) -> dict:
         return {
-            "mlp_width": self.mlp_width,
+            "mlp_width": self.cfg.mlp_width,
             "c": round(float(self.c.detach()), 8),
             "init_threshold": self.init_threshold,
             "init_threshold_from": self.init_threshold_source,

@@ -64,9 +64,8 @@ class KERPLE(PositionalEncoding):
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)
-        self.variant = self.cfg.variant
         # the authors' scales: the multiplier of log is U(0, 2), the exponent of power U(0, 2)
-        r1_scale, r2_scale = (2.0, 1.0) if self.variant == "log" else (1.0, 2.0)
+        r1_scale, r2_scale = (2.0, 1.0) if self.cfg.variant == "log" else (1.0, 2.0)
         self.r1 = nn.Parameter(torch.rand(self.n_heads) * r1_scale)
         self.r2 = nn.Parameter(torch.rand(self.n_heads) * r2_scale)
 
@@ -74,7 +73,9 @@ class KERPLE(PositionalEncoding):
     def project_parameters(self) -> None:
         """Clip r1, r2 into their feasible range in place (the authors' ``.data.clamp``)."""
         self.r1.data.clamp_(min=MIN_PARAMETER)
-        self.r2.data.clamp_(min=MIN_PARAMETER, max=MAX_POWER if self.variant == "power" else None)
+        self.r2.data.clamp_(
+            min=MIN_PARAMETER, max=MAX_POWER if self.cfg.variant == "power" else None
+        )
 
     def score_bias(self, heads: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         # heads, q_positions, k_positions broadcast to e.g. (H, Tq, Tk); the result is fp32
@@ -83,12 +84,12 @@ class KERPLE(PositionalEncoding):
             distance = self.relative_distance(q_positions, k_positions).abs()  # e.g. (1, Tq, Tk)
             r1 = self.r1.to(torch.float32)[heads]  # e.g. (H, 1, 1)
             r2 = self.r2.to(torch.float32)[heads]
-            return kerple_bias(distance, r1, r2, self.variant)
+            return kerple_bias(distance, r1, r2, self.cfg.variant)
 
     def describe(self) -> dict:
         self.project_parameters()
         return {
-            "variant": self.variant,
+            "variant": self.cfg.variant,
             "r1": [round(r, 6) for r in self.r1.detach().float().tolist()],
             "r2": [round(r, 6) for r in self.r2.detach().float().tolist()],
         }

@@ -78,8 +78,6 @@ class Learned(PositionalEncoding):
         # the rows of the table (per axis on grids): pe.table_size or sized from the lengths
         rows = self.derived
         policy, init_std = self.cfg.policy, self.cfg.init_std
-        self.policy = policy
-        self.table_kind = self.cfg.table
         self.scale = math.sqrt(self.d_model)
         if self.axes > 1:
             self._build_grid_tables(policy, rows, init_std)
@@ -89,7 +87,7 @@ class Learned(PositionalEncoding):
         full = nn.Embedding(rows, self.d_model)
         nn.init.normal_(full.weight, std=init_std or self.d_model**-0.5)
         # rows training reaches: all of [0, max_position) under randomized positions
-        reachable = self.max_position if self.randomized else self.train_positions
+        reachable = self.cfg.max_position if self.cfg.randomized else self.train_positions
         derived = policy == "extend" and self.cfg.table_size is None and reachable is not None
         kept = min(rows, reachable) if derived else rows
         self.table = nn.Embedding(kept, self.d_model, _weight=full.weight.detach()[:kept].clone())
@@ -102,7 +100,7 @@ class Learned(PositionalEncoding):
         trained = self.train_positions
         kept = min(table_size, trained) if trained and policy == "extend" else table_size
         std = init_std or self.d_model**-0.5
-        if self.table_kind == "axial":
+        if self.cfg.table == "axial":
             width = self.d_model // self.axes  # an even share: LearnedOptions.check_own
             tables, extensions = [], []
             for _ in range(self.axes):
@@ -124,7 +122,7 @@ class Learned(PositionalEncoding):
         """Rows of the table (per axis, or the side of a full grid, on A axes)."""
         if self.axes == 1:
             return self.table.num_embeddings + self.extension.shape[0]
-        if self.table_kind == "axial":
+        if self.cfg.table == "axial":
             return self.trained_rows + self.extension.shape[1]
         return self.extension.shape[0] if len(self.extension) else self.trained_rows
 
@@ -133,7 +131,7 @@ class Learned(PositionalEncoding):
         """Rows that training reaches (per axis, or the trained side, on A axes)."""
         if self.axes == 1:
             return self.table.num_embeddings
-        if self.table_kind == "axial":
+        if self.cfg.table == "axial":
             return self.table[0].num_embeddings
         return round(self.table.num_embeddings ** (1 / self.axes))
 
@@ -141,7 +139,7 @@ class Learned(PositionalEncoding):
         # x: (B, T, D); positions: (T,) or (B, T), or (T, A) on A axes
         if self.axes > 1:
             return x + self.scale * self._grid_embedding(positions).to(x.dtype)
-        if self.policy == "interpolate" and int(positions.max()) >= self.rows:
+        if self.cfg.policy == "interpolate" and int(positions.max()) >= self.rows:
             extent = int(positions.max()) + 1  # positions 0 … extent − 1 share the table
             table = resize_table(self.table.weight, [extent])  # (extent, D)
             return x + self.scale * F.embedding(positions, table).to(x.dtype)
@@ -160,19 +158,19 @@ class Learned(PositionalEncoding):
         ``axial`` a list of A tables (extent_a, D/A). Past the table: resized (``interpolate``)
         or refused."""
         rows = self.rows
-        if self.policy != "interpolate" and max(extents) > rows:
+        if self.cfg.policy != "interpolate" and max(extents) > rows:
             raise ValueError(
                 f"pe=learned: grid coordinate {max(extents) - 1} is past the table ({rows} rows "
                 f"per axis); allowed: pe.policy=extend or interpolate, or smaller grids"
             )
         side = self.trained_rows
-        if self.table_kind == "axial":
+        if self.cfg.table == "axial":
             tables = []
             for axis, (embedding, extension) in enumerate(
                 zip(self.table, self.extension, strict=True)
             ):
                 table = torch.cat([embedding.weight, extension])  # (rows, D/A)
-                if self.policy == "interpolate" and extents[axis] > side:
+                if self.cfg.policy == "interpolate" and extents[axis] > side:
                     table = resize_table(table, [extents[axis]])
                 tables.append(table)
             return tables
@@ -181,7 +179,7 @@ class Learned(PositionalEncoding):
             grid = self.extension.clone()
             grid[(slice(0, side),) * self.axes] = trained
             return grid
-        if self.policy == "interpolate" and max(extents) > side:
+        if self.cfg.policy == "interpolate" and max(extents) > side:
             # square tables stay square: every axis resized to the largest extent needed
             return resize_table(trained, [max(max(extents), side)] * self.axes)
         return trained
@@ -193,7 +191,7 @@ class Learned(PositionalEncoding):
         present = has_position(positions)  # (..., T)
         coordinates = positions.clamp(min=0)  # −1 rows read cell 0, then get zeroed
         tables = self._grid_table(axis_extents(coordinates))
-        if self.table_kind == "axial":
+        if self.cfg.table == "axial":
             parts = [F.embedding(coordinates[..., a], t) for a, t in enumerate(tables)]
             embedding = torch.cat(parts, dim=-1)  # (..., T, D)
         else:
@@ -220,13 +218,13 @@ class Learned(PositionalEncoding):
 
     def describe(self) -> dict:
         info = {
-            "policy": self.policy,
+            "policy": self.cfg.policy,
             "table_size": self.rows,
             "trained_rows": self.trained_rows,
             "trained_positions": self.train_positions,
         }
         if self.axes > 1:
-            info.update(axes=self.axes, table=self.table_kind)
+            info.update(axes=self.axes, table=self.cfg.table)
         return info
 
 

@@ -92,14 +92,12 @@ class PoPE(PositionalEncoding):
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)
-        self.base = self.cfg.base
-        self.bias_init = self.cfg.bias_init
         phase_bias = torch.zeros(self.n_heads, self.head_dim)
-        if self.bias_init == "uniform":
+        if self.cfg.bias_init == "uniform":
             phase_bias.uniform_(MIN_PHASE_BIAS, MAX_PHASE_BIAS)
         self.phase_bias = nn.Parameter(phase_bias)  # δ, (H, hd)
         # a plain attribute, not a buffer: model.to(bfloat16) must not round the frequencies
-        self._frequencies = pope_frequencies(self.head_dim, self.base)
+        self._frequencies = pope_frequencies(self.head_dim, self.cfg.base)
 
     def frequencies(self, device: torch.device) -> Tensor:
         """θ (hd,), fp32, on ``device``."""
@@ -130,4 +128,8 @@ class PoPE(PositionalEncoding):
         return q_polar.to(q.dtype), k_polar.to(k.dtype)
 
     def describe(self) -> dict:
-        return {"base": self.base, "bias_init": self.bias_init, "qk_width": 2 * self.head_dim}
+        return {
+            "base": self.cfg.base,
+            "bias_init": self.cfg.bias_init,
+            "qk_width": 2 * self.head_dim,
+        }

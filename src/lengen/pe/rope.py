@@ -280,17 +280,10 @@ class RoPE(PositionalEncoding):
         #: the rotated dimensions of one axis (r / A; r on sequences)
         self.axis_dim = sizes.axis_dim
         self.rotated_pairs = sizes.rotated_pairs
+        #: the base as used: ``pe.base``, or the default of sequences or grids where it is null
         self.base = float(base)
-        self.layout = cfg.layout
-        self.fraction = cfg.fraction
-        self.p = cfg.p
-        self.scaling = cfg.scaling
-        self.scaling_factor = cfg.scaling_factor
+        #: L as used: ``pe.original_max_position``, or the training positions where it is null
         self.original_max_position = sizes.original_max_position
-        self.yarn_alpha = cfg.yarn_alpha
-        self.yarn_beta = cfg.yarn_beta
-        self.yarn_ramp = cfg.yarn_ramp
-        self.yarn_truncate = cfg.yarn_truncate
         # static frequencies, cached per device; a plain attribute (not a buffer) so that
         # checkpoints hold no frequencies and module casts (.to(bf16)) never touch them
         self._inv_freq = {"cpu": self._frequencies()}
@@ -307,21 +300,21 @@ class RoPE(PositionalEncoding):
         return rope_inverse_frequencies(
             self.axis_dim,
             self.base,
-            scaling=self.scaling,
-            factor=self.scaling_factor,
+            scaling=self.cfg.scaling,
+            factor=self.cfg.scaling_factor,
             original_max_position=self.original_max_position,
             sequence_length=sequence_length,
-            yarn_alpha=self.yarn_alpha,
-            yarn_beta=self.yarn_beta,
-            yarn_ramp_kind=self.yarn_ramp,
-            yarn_truncate=self.yarn_truncate,
-            p=self.p,
+            yarn_alpha=self.cfg.yarn_alpha,
+            yarn_beta=self.cfg.yarn_beta,
+            yarn_ramp_kind=self.cfg.yarn_ramp,
+            yarn_truncate=self.cfg.yarn_truncate,
+            p=self.cfg.p,
         )
 
     def inverse_frequencies(self, k_positions: Tensor) -> Tensor:
         """θ' for a forward pass whose keys sit at ``k_positions`` -> (rotary_dim/2,), fp32;
         on A axes (A, rotary_dim/(2A))."""
-        if self.scaling == "dynamic_ntk":
+        if self.cfg.scaling == "dynamic_ntk":
             # ℓ = largest key position + 1, kept on device (no host sync); per axis on grids
             if self.axes > 1:
                 return self._frequencies(k_positions.reshape(-1, self.axes).amax(0) + 1)
@@ -334,10 +327,10 @@ class RoPE(PositionalEncoding):
 
     def logit_temperature(self) -> float:
         """YaRN's temperature, constant per run: logits × (0.1 ln s + 1)²; 1.0 otherwise."""
-        return yarn_logit_scale(self.scaling_factor) if self.scaling == "yarn" else 1.0
+        return yarn_logit_scale(self.cfg.scaling_factor) if self.cfg.scaling == "yarn" else 1.0
 
     def length_global(self) -> str | None:
-        if self.scaling == "dynamic_ntk":
+        if self.cfg.scaling == "dynamic_ntk":
             return (
                 "dynamic NTK: one forward pass uses the frequencies of its longest position "
                 "(ℓ = largest key position + 1), so every token's rotation depends on how many "
@@ -351,36 +344,36 @@ class RoPE(PositionalEncoding):
         # q: (B, H, Tq, hd), k: (B, H, Tk, hd); positions (Tq,), (Tk,), or (Tq, A), (Tk, A)
         inv_freq = self.inverse_frequencies(k_positions)  # (r/2,) or (A, r/(2A)), q and k
         axes = self.axes if self.axes > 1 else None  # None: the 1-D path exactly as before
-        q = apply_rope(q, q_positions, layout=self.layout, inv_freq=inv_freq, axes=axes)
-        k = apply_rope(k, k_positions, layout=self.layout, inv_freq=inv_freq, axes=axes)
+        q = apply_rope(q, q_positions, layout=self.cfg.layout, inv_freq=inv_freq, axes=axes)
+        k = apply_rope(k, k_positions, layout=self.cfg.layout, inv_freq=inv_freq, axes=axes)
         return q, k
 
     def describe(self) -> dict:
         """The options that differ from the defaults, with what they resolve to."""
-        info = {}
+        cfg, info = self.cfg, {}
         if self.axes > 1:
             info.update(axes=self.axes, axial_dim=self.axis_dim)
         if self.base != (self.DEFAULT_BASE if self.axes == 1 else self.DEFAULT_GRID_BASE):
             info["base"] = self.base
-        if self.layout != "interleaved":
-            info["layout"] = self.layout
-        if self.fraction != 1.0:
-            info.update(fraction=self.fraction, rotary_dim=self.rotary_dim)
-        if self.p != 1.0:
-            info.update(p=self.p, rotated_pairs=self.rotated_pairs)
-        if self.scaling != "none":
-            info.update(scaling=self.scaling, scaling_factor=self.scaling_factor)
-            if self.scaling in NEEDS_ORIGINAL_LENGTH:
+        if cfg.layout != "interleaved":
+            info["layout"] = cfg.layout
+        if cfg.fraction != 1.0:
+            info.update(fraction=cfg.fraction, rotary_dim=self.rotary_dim)
+        if cfg.p != 1.0:
+            info.update(p=cfg.p, rotated_pairs=self.rotated_pairs)
+        if cfg.scaling != "none":
+            info.update(scaling=cfg.scaling, scaling_factor=cfg.scaling_factor)
+            if cfg.scaling in NEEDS_ORIGINAL_LENGTH:
                 info["original_max_position"] = self.original_max_position
-            if self.scaling == "yarn":
+            if cfg.scaling == "yarn":
                 info.update(
-                    yarn_alpha=self.yarn_alpha,
-                    yarn_beta=self.yarn_beta,
-                    yarn_ramp=self.yarn_ramp,
-                    yarn_logit_scale=yarn_logit_scale(self.scaling_factor),
+                    yarn_alpha=cfg.yarn_alpha,
+                    yarn_beta=cfg.yarn_beta,
+                    yarn_ramp=cfg.yarn_ramp,
+                    yarn_logit_scale=yarn_logit_scale(cfg.scaling_factor),
                 )
-                if self.yarn_ramp == "dimension":
-                    info["yarn_truncate"] = self.yarn_truncate
-            if self.scaling == "dynamic_ntk":
+                if cfg.yarn_ramp == "dimension":
+                    info["yarn_truncate"] = cfg.yarn_truncate
+            if cfg.scaling == "dynamic_ntk":
                 info["length_global"] = self.length_global()
         return info

@@ -106,9 +106,9 @@ class RoPEMixed(PositionalEncoding):
         base = self.cfg.base
         if base is None:
             base = self.DEFAULT_BASE if self.axes == 1 else self.DEFAULT_GRID_BASE
+        #: the base as used: ``pe.base``, or the default of sequences or grids where it is null
         self.base = float(base)
-        self.per_layer = self.cfg.per_layer
-        sets = self.n_layers if self.per_layer else 1
+        sets = self.n_layers if self.cfg.per_layer else 1
         initial = torch.stack(
             [
                 mixed_frequencies(self.head_dim, self.n_heads, self.axes, self.base)
@@ -129,7 +129,7 @@ class RoPEMixed(PositionalEncoding):
     def for_layer(self, index: int) -> RoPEMixed:
         """A view of this encoding that rotates with layer ``index``'s frequencies (it shares
         the parameters; a shallow copy, made per forward pass)."""
-        if not self.per_layer:
+        if not self.cfg.per_layer:
             return super().for_layer(index)  # one set of frequencies; SSMax's s may be per layer
         if index == self.layer:
             return self
@@ -150,14 +150,14 @@ class RoPEMixed(PositionalEncoding):
             check_grid_positions(q_positions, self.axes)
         else:  # a sequence: one axis
             q_positions, k_positions = q_positions[..., None], k_positions[..., None]
-        frequencies = self.frequency_sets()[self.layer if self.per_layer else 0]  # (H, hd/2, A)
+        frequencies = self.frequency_sets()[self.layer if self.cfg.per_layer else 0]  # (H, hd/2, A)
         with torch.autocast(q.device.type, enabled=False):
             q = rotate_pairs(q, mixed_angles(q_positions, frequencies))  # angles (H, Tq, hd/2)
             k = rotate_pairs(k, mixed_angles(k_positions, frequencies))
         return q, k
 
     def describe(self) -> dict:
-        info = {"base": self.base, "per_layer": self.per_layer}
+        info = {"base": self.base, "per_layer": self.cfg.per_layer}
         if self.axes > 1:
             info["axes"] = self.axes
         return info

@@ -69,8 +69,6 @@ class Sandwich(PositionalEncoding):
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)
-        self.dim = self.cfg.dim
-        self.base = self.cfg.base
         # plain attributes, not buffers: model.to(bfloat16) must not round them
         self.head_scales = sandwich_head_scales(self.n_heads)
         self._table = torch.empty(0)  # profile at distances 0 … len − 1, fp32
@@ -80,7 +78,9 @@ class Sandwich(PositionalEncoding):
         if len(self._table) < size or self._table.device != device:
             length = max(size, len(self._table), 1)
             length = 1 << (length - 1).bit_length()  # grow in powers of two
-            self._table = sandwich_profile(torch.arange(length, device=device), self.dim, self.base)
+            self._table = sandwich_profile(
+                torch.arange(length, device=device), self.cfg.dim, self.cfg.base
+            )
         return self._table
 
     def score_bias(self, heads: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
@@ -95,7 +95,7 @@ class Sandwich(PositionalEncoding):
 
     def describe(self) -> dict:
         return {
-            "dim": self.dim,
-            "base": self.base,
+            "dim": self.cfg.dim,
+            "base": self.cfg.base,
             "head_scales": [round(s, 8) for s in self.head_scales.tolist()],
         }

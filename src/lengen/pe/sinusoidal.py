@@ -122,23 +122,21 @@ class Sinusoidal(PositionalEncoding):
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)
-        self.base = self.cfg.base
-        self.layout = self.cfg.layout
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
         # x: (B, T, D); positions: (T,) or (B, T), or on A axes (T, A)
         if self.axes > 1:
             check_grid_positions(positions, self.axes)
-            table = grid_sinusoids(positions, self.d_model, self.base, layout=self.layout)
+            table = grid_sinusoids(positions, self.d_model, self.cfg.base, layout=self.cfg.layout)
             return x + table.to(x.dtype)  # (B, T, D)
-        table = sinusoids(positions, self.d_model, self.base, layout=self.layout)
+        table = sinusoids(positions, self.d_model, self.cfg.base, layout=self.cfg.layout)
         return x + table.to(x.dtype)
 
     def describe(self) -> dict:
         """The options that differ from the defaults (for results.json)."""
         info = {}
-        if self.base != 10000.0:
-            info["base"] = self.base
-        if self.layout != "interleaved":
-            info["layout"] = self.layout
+        if self.cfg.base != 10000.0:
+            info["base"] = self.cfg.base
+        if self.cfg.layout != "interleaved":
+            info["layout"] = self.cfg.layout
         return info

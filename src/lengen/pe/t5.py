@@ -90,21 +90,20 @@ class T5RelativeBias(PositionalEncoding):
         super().__init__(**keywords)
         # null: sized from the training positions (T5RelativeBiasOptions: T5's ratio)
         self.max_distance, self.max_distance_source = self.derived
-        self.num_buckets = self.cfg.num_buckets
-        self.table = nn.Embedding(self.num_buckets, self.n_heads)  # (buckets, H)
+        self.table = nn.Embedding(self.cfg.num_buckets, self.n_heads)  # (buckets, H)
         nn.init.normal_(self.table.weight, std=self.d_model**-0.5)
 
     def score_bias(self, heads: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         # heads, q_positions, k_positions broadcast to e.g. (H, Tq, Tk); the result is fp32
         relative = -self.relative_distance(q_positions, k_positions)  # key − query, T5's sign
         bucket = t5_relative_bucket(
-            relative, not self.causal, self.num_buckets, self.max_distance
+            relative, not self.causal, self.cfg.num_buckets, self.max_distance
         )  # e.g. (1, Tq, Tk)
         return self.table.weight[bucket, heads].to(torch.float32)  # e.g. (H, Tq, Tk)
 
     def describe(self) -> dict:
         return {
-            "num_buckets": self.num_buckets,
+            "num_buckets": self.cfg.num_buckets,
             "max_distance": self.max_distance,
             "max_distance_from": self.max_distance_source,
             "bidirectional": not self.causal,

@@ -121,10 +121,8 @@ class XPos(PositionalEncoding):
         scale_base, self.scale_base_source = self.cfg.scale_base, "given"
         if scale_base is None:
             scale_base, self.scale_base_source = self.default_scale_base()
-        self.base = self.cfg.base
-        self.layout = self.cfg.layout
+        #: γ as used: ``pe.scale_base``, or derived from the training length where it is null
         self.scale_base = float(scale_base)
-        self.gamma = self.cfg.gamma
 
     def default_scale_base(self) -> tuple[float, str]:
         """``pe.scale_base: null`` -> (γ, where it came from)."""
@@ -138,11 +136,12 @@ class XPos(PositionalEncoding):
     ) -> tuple[Tensor, Tensor]:
         # q: (B, H, Tq, hd), k: (B, H, Tk, hd); positions (Tq,), (Tk,)
         center = (k_positions.min() + k_positions.max()) // 2  # on device, no host sync
+        cfg = self.cfg
         options = dict(
-            layout=self.layout, scale_base=self.scale_base, gamma=self.gamma, center=center
+            layout=cfg.layout, scale_base=self.scale_base, gamma=cfg.gamma, center=center
         )
-        q = apply_xpos(q, q_positions, self.base, **options)
-        k = apply_xpos(k, k_positions, self.base, downscale=True, **options)
+        q = apply_xpos(q, q_positions, cfg.base, **options)
+        k = apply_xpos(k, k_positions, cfg.base, downscale=True, **options)
         return q, k
 
     def describe(self) -> dict:
@@ -150,9 +149,9 @@ class XPos(PositionalEncoding):
         defaults (for results.json)."""
         defaults = {"base": 10000.0, "layout": "interleaved", "gamma": 0.4}
         info = {
-            key: getattr(self, key)
+            key: getattr(self.cfg, key)
             for key, value in defaults.items()
-            if getattr(self, key) != value
+            if getattr(self.cfg, key) != value
         }
         info.update(scale_base=self.scale_base, scale_base_from=self.scale_base_source)
         return info

@@ -1,0 +1,107 @@
+"""lengen's sweeper: Hydra's basic sweeper (every combination of a -m sweep's a,b,c), which
+also says what the sweep will run and can skip the combinations that cannot run
+(configs/hydra/sweeper/lengen.yaml, which configs/train.yaml selects; docs/cluster.md).
+
+It lives in ``hydra_plugins`` because Hydra instantiates sweepers only from there, and imports
+nothing of lengen's at module level: Hydra imports every plugin at every start.
+
+* **The plan.** Before the first job it writes ``<sweep dir>/.jobs/sweep.json`` (how many runs,
+  how many run at once, the skipped combinations, when it started) and prints one line. Each
+  job reads it at its start to say "run k of N" and, once a run has finished, the time left
+  (``lengen.cli.SweepReport``); the report at the end says the total time. Jobs in other
+  processes (joblib's workers, SLURM jobs) read it from the sweep folder.
+* **Skipping** (``hydra.sweeper.skip_invalid=true``): a job that the pre-check refuses
+  (``lengen.preflight.check_sweep_jobs``, which train.py runs before Hydra starts; asked here
+  again only for a job it did not see) is left out of the list every launcher gets: nothing is
+  written for it, no SLURM job is submitted for it. Each is named at the start with its
+  one-line refusal, and the report lists them apart from the runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+
+
+class LengenSweeper(BasicSweeper):
+    def __init__(self, max_batch_size=None, params=None, skip_invalid: bool = False) -> None:
+        super().__init__(max_batch_size, params)
+        self.skip_invalid = skip_invalid
+
+    def sweep(self, arguments: list[str]) -> Any:
+        """The basic sweeper's sweep over the jobs that are not skipped, plan first."""
+        from lengen.cli import SweepReport
+        from lengen.preflight import checked_jobs, skip_invalid
+
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        parsed = parser.parse_overrides([*self._parse_config(), *arguments])
+        jobs = [job for batch in self.split_arguments(parsed, None) for job in batch]
+        swept = {o.get_key_element() for o in parsed if o.is_sweep_override()}
+        skipped = []
+        if skip_invalid(self.skip_invalid):
+            jobs, skipped = self._runnable(jobs, swept)
+        size = self.max_batch_size or len(jobs) or 1
+        self.overrides = [jobs[i : i + size] for i in range(0, len(jobs), size)]
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        workers = parallel_runs(self.config.hydra.launcher, len(jobs))
+        SweepReport.write_plan(sweep_dir, runs=len(jobs), workers=workers, skipped=skipped)
+        at_once = f", {workers} at a time" if workers > 1 else ", one after another"
+        lines = [f"sweep: {len(jobs)} run{'s' * (len(jobs) != 1)}{at_once}, into {sweep_dir}"]
+        if skipped:
+            lines[0] += f"; {len(skipped)} combination{'s' * (len(skipped) != 1)} skipped"
+            lines += [f"sweep: skipped {s['overrides']}: {s['reason']}" for s in skipped]
+        print("\n".join(lines), flush=True)
+        returns = []
+        initial_job_idx = 0
+        while not self.is_done():
+            batch = self.get_job_batch()
+            if not checked_jobs(batch):  # composed by the pre-check already: not again
+                self.validate_batch_is_legal(batch)
+            results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+            for result in results:
+                _ = result.return_value  # a job's exception stops the sweep, as Hydra's does
+            initial_job_idx += len(batch)
+            returns.append(results)
+        return returns
+
+    def _runnable(self, jobs, swept: set[str]) -> tuple[list, list[dict]]:
+        """(the jobs to run, the skipped ones as {"overrides", "reason"}), in sweep order."""
+        from lengen.preflight import job_refusal
+
+        cluster = "submitit" in str(self.config.hydra.launcher.get("_target_", ""))
+        loader = self.hydra_context.config_loader
+        kept, skipped = [], []
+        for job in jobs:
+            reason = job_refusal(
+                job, lambda job=job: loader.load_sweep_config(self.config, list(job)), cluster
+            )
+            if reason is None:
+                kept.append(job)
+            else:  # named by the values that vary (all of them where none does)
+                shown = [o for o in job if o.partition("=")[0] in swept] or list(job)
+                skipped.append({"overrides": " ".join(shown), "reason": reason})
+        return kept, skipped
+
+
+def parallel_runs(launcher, runs: int) -> int:
+    """How many runs a launcher config runs at once (for the time left): joblib's ``n_jobs``
+    (-1: every core), submitit's ``array_parallelism``, else one."""
+    target = str(launcher.get("_target_", ""))
+    if "joblib" in target.lower():
+        n_jobs = int(launcher.get("n_jobs") or 1)
+        if n_jobs < 0:
+            import joblib
+
+            n_jobs = joblib.effective_n_jobs(n_jobs)
+        at_once = n_jobs
+    elif "submitit" in target.lower() or "slurm" in target.lower():
+        at_once = int(launcher.get("array_parallelism") or runs or 1)
+    else:
+        at_once = 1
+    return max(1, min(at_once, runs or 1))
