@@ -22,10 +22,10 @@ See docs/analysis.md.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from lengen.aggregate.report import OneLineParser
 from lengen.caches import use_lengen_caches
 from lengen.plots import plot_pe_analysis, plot_sweep
 from lengen.plots.pe import GRID_ENCODINGS, plot_pe_grid_analysis
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "attention":
         return _attention_main(argv[1:])
     if argv and argv[0] == "pe-analysis":
-        parser = argparse.ArgumentParser(
+        parser = OneLineParser(
             prog="plot.py pe-analysis", description="Figures of the PE math (docs/analysis.md)."
         )
         parser.add_argument(
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     from lengen.aggregate import add_selection_arguments, summary_from_arguments, warnings_for
     from lengen.aggregate.report import unwritable
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="plot.py",
         description="Figures of a sweep folder (metric vs length with 95% CI bands or, with 3 "
         "seeds or fewer, the seeds themselves; PE × task heatmap; length-extension methods "
@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         "accuracy by depth over seeds), from the same aggregation as aggregate.py. Several "
         "folders ([LABEL=]FOLDER …, with --out): the sweeps compared. Also: plot.py attention "
         "--help, plot.py pe-analysis --help. Exit 0 done, 2 bad input or an output folder that "
-        "cannot be written (nothing written), 4 writing failed on the way (a full disk).",
+        "cannot be written (nothing written), 4 writing failed on the way (a full disk), 5 "
+        "plot.py attention ran out of memory at the length asked for.",
     )
     parser.add_argument("folder", nargs="+", help="a sweep folder; several: [LABEL=]FOLDER")
     add_selection_arguments(parser)
@@ -117,8 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     summary = summary_from_arguments(args)
     if summary is None:
         return 2
+    from lengen.aggregate.report import no_runs
+
     out_dir = args.out or summary.folder
-    if problem := unwritable(out_dir):
+    if problem := no_runs(summary) or unwritable(out_dir):
         print(f"error: {problem}", file=sys.stderr)
         return 2
     for line in warnings_for(summary):
@@ -214,18 +217,29 @@ def _grid_analysis(args) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    import argparse
+
+    value = int(text) if text.lstrip("-").isdigit() else 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
 def _attention_main(argv: list[str]) -> int:
     """``plot.py attention <run dir> --length L``: maps and mean attention distance."""
     from lengen.config import ConfigError
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="plot.py attention",
         description="Attention maps and mean attention distance of a run's checkpoint at one "
         "length (docs/analysis.md).",
     )
     parser.add_argument("run", type=Path, help="a run directory with checkpoints/last.ckpt")
-    parser.add_argument("--length", type=int, required=True, help="evaluation length")
-    parser.add_argument("--samples", type=int, default=16, help="held-out instances (16)")
+    # refused before the run is loaded (the task refused it only once the model was built)
+    parser.add_argument("--length", type=_positive, required=True, help="evaluation length")
+    parser.add_argument("--samples", type=_positive, default=16, help="held-out instances (16)")
     parser.add_argument("--out", type=Path, default=None, help="default: the run directory")
     args = parser.parse_args(argv)
     from lengen.aggregate.report import unwritable
@@ -240,6 +254,12 @@ def _attention_main(argv: list[str]) -> int:
     except (ConfigError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except (MemoryError, RuntimeError) as error:  # torch's allocator: RuntimeError or its OOM
+        if not isinstance(error, MemoryError) and "memory" not in str(error).lower():
+            raise
+        print(f"error: --length {args.length}: out of memory for {args.samples} instance(s) "
+              "at this length; allowed: a shorter --length or fewer --samples", file=sys.stderr)  # fmt: skip
+        return 5
     unit = report.get("distance_unit", "tokens")  # grids: cells
     print(f"mean attention distance at length {args.length} ({unit}; rows: layers, columns: heads)")
     for name, row in zip(report["layers"], report["mean_attention_distance"], strict=True):

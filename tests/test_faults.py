@@ -11,6 +11,7 @@ and after (every file, with its size and modification time)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -164,6 +165,48 @@ FAULTS = [
         "model.d_model=64: builds a different model than the checkpoint holds",
         script="eval.py",
     ),
+    # -- a second round (#34): odd paths, tags and folders ---------------------------------------
+    Fault(
+        "hydra.run.dir a symbolic link to nothing (Hydra's mkdir: a traceback)",
+        "debug=fast hydra.run.dir={tmp}/dangling",
+        "hydra.run.dir={tmp}/dangling is a symbolic link to {tmp}/nowhere, which does not exist",
+    ),
+    Fault(
+        "eval.py with a tag too long for a file name (a traceback after the evaluation)",
+        f"run={{tmp}}/run tag={LONG}",
+        "bytes long; allowed: at most 200 bytes",
+        script="eval.py",
+    ),
+    Fault(
+        "aggregate.py on a folder without runs (wrote six empty tables)",
+        "{tmp}/empty",
+        "{tmp}/empty: no run directories (holding config.yaml) below it; allowed:",
+        script="scripts/aggregate.py",
+    ),
+    Fault(
+        "plot.py on a folder without runs",
+        "{tmp}/empty",
+        "{tmp}/empty: no run directories (holding config.yaml) below it; allowed:",
+        script="scripts/plot.py",
+    ),
+    Fault(
+        "aggregate.py --tag naming another folder (wrote summary../x.csv)",
+        "{tmp}/empty --tag ../x",
+        "--tag '../x': allowed: a tag as eval.py names them",
+        script="scripts/aggregate.py",
+    ),
+    Fault(
+        "aggregate.py --metric of no metric (argparse printed its usage first)",
+        "{tmp}/empty --metric bogus",
+        "aggregate.py: argument --metric: invalid choice: 'bogus'",
+        script="scripts/aggregate.py",
+    ),
+    Fault(
+        "plot.py attention --length 0 (found only once the model was loaded)",
+        "attention {tmp}/run --length 0",
+        "plot.py attention: argument --length: must be an integer >= 1, got '0'",
+        script="scripts/plot.py",
+    ),
 ]
 
 
@@ -177,12 +220,14 @@ def scene(folder: Path) -> None:
     (folder / "results_dir" / "results.json").mkdir(parents=True)
     (folder / "results_cut").mkdir()
     (folder / "results_cut" / "results.json").write_text('{"pe": "rope", "eval": [')
+    (folder / "empty").mkdir()
+    (folder / "dangling").symlink_to(folder / "nowhere")
 
 
 def listing(folder: Path) -> dict[str, tuple[int, int]]:
     """Every path under ``folder`` -> (size, mtime in ns): a write anywhere shows."""
     return {
-        str(path.relative_to(folder)): (path.stat().st_size, path.stat().st_mtime_ns)
+        str(path.relative_to(folder)): (path.lstat().st_size, path.lstat().st_mtime_ns)
         for path in sorted(folder.rglob("*"))
     }
 
@@ -429,8 +474,12 @@ def cut_results(run_dir: Path) -> None:
             "train.py debug=fast resume=true hydra.run.dir={run}",
             "hydra.run.dir: {run}/results.json cannot be read",
         ),
+        # (a yaml error escaped as a traceback; ``+key`` was read as a key named "+eval")
+        (None, "eval.py run={run} eval.lengths=[8,", "eval.lengths: cannot apply"),
+        (None, "eval.py run={run} +eval.samples=4", "+eval.samples: a re-evaluation changes keys"),
     ],
-    ids=["swapped checkpoint", "checkpoint cut short", "bad tag", "model size", "results cut"],
+    ids=["swapped checkpoint", "checkpoint cut short", "bad tag", "model size", "results cut"]
+    + ["a value cut short", "a Hydra prefix"],
 )
 def test_a_fault_aimed_at_a_finished_run_changes_nothing(
     finished_run, tmp_path, damage, arguments, expected
@@ -469,3 +518,139 @@ def test_a_default_run_dir_that_cannot_be_made_is_refused(tmp_path):
         first.startswith("error: hydra.run.dir (default)=results/runs: ") and "is a file" in first
     )
     assert listing(tmp_path) == before
+
+
+# -- a signal, then resume=true: the log and results of the uninterrupted run -----------------------
+#: one training step, validated after it (debug=fast's interval is cut to max_steps), logged every
+#: third step: the step's training row is one the uninterrupted log does not hold
+ONE_STEP = ["debug=fast", "trainer.max_steps=1", "trainer.log_every_n_steps=3", "eval.lengths=[8]"]
+ONE_STEP += ["eval.diagnostics=false"]
+
+
+def log_rows(run_dir: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """metrics.csv as (step, the columns it fills) per row, in order."""
+    import csv
+
+    with open(run_dir / "logs" / "metrics.csv") as file:
+        rows = csv.DictReader(file)
+        return [
+            (row["step"], tuple(k for k, v in row.items() if v and k != "step")) for row in rows
+        ]
+
+
+@pytest.fixture(scope="module")
+def stopped_at_the_last_step(tmp_path_factory) -> dict[str, Path]:
+    """The one-step run uninterrupted, and stopped by SIGTERM once it started (it stops after
+    its first step, the last, with a checkpoint) and resumed."""
+    root = tmp_path_factory.mktemp("stopped")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def start(run_dir: Path) -> subprocess.Popen:
+        command = [sys.executable, str(ROOT / "train.py"), *ONE_STEP, f"hydra.run.dir={run_dir}"]
+        return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+
+    whole, cut = start(root / "whole"), start(root / "cut")
+    deadline = time.monotonic() + 120
+    while not (root / "cut" / "config.yaml").exists():  # written when the run starts
+        assert cut.poll() is None and time.monotonic() < deadline, cut.communicate()[1][-2000:]
+        time.sleep(0.02)
+    cut.send_signal(signal.SIGTERM)
+    _, stderr = cut.communicate(timeout=120)
+    assert cut.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert "interrupted by SIGTERM at step 1" in stderr, stderr[-2000:]
+    resumed = run_train(*ONE_STEP, "resume=true", f"hydra.run.dir={root / 'cut'}", one_thread=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert whole.wait(timeout=120) == 0, whole.communicate()[1][-2000:]
+    return {"whole": root / "whole", "cut": root / "cut"}
+
+
+def test_a_resumed_log_gains_no_row_the_uninterrupted_log_lacks(stopped_at_the_last_step):
+    # the checkpoint carried its step's training row, which the resumed log restored although
+    # Lightning logs only every trainer.log_every_n_steps steps
+    runs = stopped_at_the_last_step
+    assert log_rows(runs["cut"]) == log_rows(runs["whole"])
+
+
+def test_a_run_stopped_at_its_last_step_resumes_with_the_final_validation(stopped_at_the_last_step):
+    # the last step's checkpoint was written before the validation that follows it
+    whole, cut = (
+        json.loads((stopped_at_the_last_step[name] / "results.json").read_text())
+        for name in ("whole", "cut")
+    )
+    assert cut["resumed"] and cut["validation"]
+    assert cut["validation"] == pytest.approx(whole["validation"], abs=1e-6)
+
+
+# -- a sweep folder with one damaged results.json: the others are aggregated ------------------------
+def wrong_row_type(results: dict) -> None:
+    results["eval"][0]["length"] = "long"
+
+
+def wrong_seed_type(results: dict) -> None:
+    results["seed"] = {"value": 0}
+
+
+@pytest.mark.parametrize("damage", [wrong_row_type, wrong_seed_type], ids=["row", "seed"])
+def test_aggregate_lists_results_of_the_wrong_types_as_failed(tmp_path, damage):
+    # a string length crashed the rows' sort, a mapping seed the duplicate check (tracebacks)
+    results = {"pe": "rope", "model": "decoder", "task": "copy", "train_len": 8, "seed": 0}
+    results |= {"n_params": 10, "train_tokens": 80, "provenance": {}}
+    row = {"length": 8, "in_distribution": True, "max_position": 17, "protocol": "teacher_forced"}
+    row |= {"n_examples": 8, "loss": 1.0, "accuracy": 0.5, "exact_match": 0.0, "ppl": None}
+    results["eval"] = [row, {**row, "length": 16, "in_distribution": False}]
+    damage(results)
+    run_dir = tmp_path / "sweep" / "run"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("pe:\n  name: rope\nseed: 0\n")
+    (run_dir / "results.json").write_text(json.dumps(results))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "aggregate.py"), str(tmp_path / "sweep")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    failed = (tmp_path / "sweep" / "failed.csv").read_text()
+    assert "results.json does not follow the schema" in failed and "wrong type" in failed
+
+
+def test_aggregate_finds_a_run_made_inside_another_runs_folder(tmp_path):
+    # hydra.run.dir=<finished run>/sub trains (preflight allows it): the nested run was dropped
+    # silently, since a run directory was not searched further
+    results = {"pe": "rope", "model": "decoder", "task": "copy", "train_len": 8, "seed": 0}
+    results |= {"n_params": 10, "train_tokens": 80, "provenance": {}}
+    row = {"length": 8, "in_distribution": True, "max_position": 17, "protocol": "teacher_forced"}
+    row |= {"n_examples": 8, "loss": 1.0, "accuracy": 0.5, "exact_match": 0.0, "ppl": None}
+    for run_dir, seed in ((tmp_path / "sweep" / "run", 0), (tmp_path / "sweep" / "run" / "sub", 1)):
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text(f"pe:\n  name: rope\nseed: {seed}\n")
+        (run_dir / "results.json").write_text(json.dumps({**results, "seed": seed, "eval": [row]}))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "aggregate.py"), str(tmp_path / "sweep")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "run/sub" in (tmp_path / "sweep" / "runs.csv").read_text()
+
+
+def test_plot_attention_out_of_memory_is_one_line(finished_run, tmp_path):
+    # a length no memory holds: torch's allocator raised a RuntimeError traceback
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    before = listing(tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "plot.py"), "attention", str(run_dir)]
+        + ["--length", "1000000000"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 5, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1].startswith("error: --length 1000000000: out of")
+    assert "Traceback" not in done.stderr
+    assert set(listing(tmp_path)) == set(before)  # (its probe of the folder's write access aside)

@@ -174,7 +174,10 @@ class StepCheckpoint(pl.Callback):
         if not (due or self.stop_signum):
             return
         every = trainer.val_check_batch
-        if isinstance(every, int) and step % every == 0 and step < trainer.max_steps:
+        # the last step too: Lightning validates after it when max_steps is a multiple of the
+        # interval, and a checkpoint written before that validation carried the previous one
+        # into a resumed run's results.json (#34)
+        if isinstance(every, int) and step % every == 0:
             self.pending = True  # validation runs after this step: save after it
         else:
             self.save(trainer)

@@ -89,6 +89,7 @@ class LitModel(pl.LightningModule):
         self.train_tokens = 0
         self.last_validation: dict[str, float] = {}  # the latest in-distribution validation
         self.last_logged: dict = {}  # the training row of the latest step
+        self.row_logged = False  # whether Lightning writes that row to the loggers
         # a compiled function, not a module: no second copy of the weights in state_dict
         self._compiled_forward = torch.compile(model.forward) if compile else None
 
@@ -115,10 +116,14 @@ class LitModel(pl.LightningModule):
         accuracy = stats["correct_tokens"] / max(stats["tokens"], 1.0)
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/accuracy", accuracy)
-        # the row Lightning logs after this step's checkpoint: checkpoints carry it
+        # the training row of this step (progress lines read its loss) and whether Lightning
+        # logs it after this step's checkpoint: checkpoints carry only a logged row, since a
+        # resumed log that restored a step the uninterrupted run skips (every
+        # trainer.log_every_n_steps) would gain a row (#34)
         mean_loss = stats["loss_sum"] / max(stats["tokens"], 1.0)  # on the host already
-        self.last_logged = {"step": self.global_step, "train/loss": mean_loss}
-        self.last_logged["train/accuracy"] = accuracy
+        self.last_logged = {"epoch": self.current_epoch, "step": self.global_step}
+        self.last_logged |= {"train/loss": mean_loss, "train/accuracy": accuracy}
+        self.row_logged = self.trainer._logger_connector.should_update_logs  # Lightning's rule
         return loss
 
     def validation_step(self, batch, batch_idx):
@@ -185,7 +190,7 @@ class LitModel(pl.LightningModule):
             "train_tokens": self.train_tokens,
             # a run resumed after its last validation (killed while evaluating, say) reports it
             "validation": self.last_validation,
-            "last_logged": self.last_logged,
+            "last_logged": self.last_logged if self.row_logged else {},
         }
 
     def on_load_checkpoint(self, checkpoint):

@@ -77,11 +77,22 @@ def trained_verdict(run_dir) -> dict | None:
     return verdict if isinstance(verdict, dict) and "learned" in verdict else None
 
 
+#: the longest tag, in UTF-8 bytes: the longest file it names (a temporary
+#: ``.attention_diagnostics.<tag>-<n>.json.<random>.tmp``) stays within 255 bytes
+MAX_TAG_BYTES = 200
+
+
 def check_tag(tag: str | None) -> str:
-    """The tag asked for (or a timestamp), refused unless it is a plain name."""
+    """The tag asked for (or a timestamp), refused unless it is a plain name short enough for
+    every file it names."""
     base = tag or "eval-" + dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     if not base.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise ConfigError(f"tag={base!r}: allowed: letters, digits, '-', '_' and '.'")
+    if len(base.encode()) > MAX_TAG_BYTES:  # found now, not by the write after the evaluation
+        raise ConfigError(
+            f"tag={base[:20]}…: {len(base.encode())} bytes long; allowed: at most "
+            f"{MAX_TAG_BYTES} bytes (the file names it makes stay within 255)"
+        )
     return base
 
 

@@ -385,6 +385,11 @@ def schema_problems(results) -> list[str]:
     if not isinstance(results, dict):
         return [f"not a JSON object but {type(results).__name__}"]
     problems = [f"missing key {key!r}" for key in REQUIRED_KEYS if key not in results]
+    wrong = [
+        key for key, fits in RESULTS_TYPES.items() if key in results and not fits(results[key])
+    ]
+    if wrong:
+        problems.append(f"values of the wrong type in {wrong}")
     rows = results.get("eval")
     if "eval" in results and not isinstance(rows, list):
         problems.append("'eval' is not a list")
@@ -396,4 +401,31 @@ def schema_problems(results) -> list[str]:
             missing = [key for key in ROW_KEYS if key not in row]
             if missing:
                 problems.append(f"eval[{index}] lacks {missing}")
+            elif wrong := [key for key, fits in ROW_TYPES.items() if not fits(row[key])]:
+                problems.append(f"eval[{index}] has values of the wrong type in {wrong}")
     return problems
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_metric(value) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+#: what the required keys that name a run must hold (a null or mapping seed crashed aggregation)
+RESULTS_TYPES = {
+    **{key: lambda value: isinstance(value, str) for key in ("pe", "model", "task")},
+    **{key: _is_int for key in ("train_len", "seed", "n_params")},
+    "train_tokens": lambda value: _is_int(value) or isinstance(value, float),
+}
+#: what each required row key must hold (a string length or metric crashed aggregation's sort)
+ROW_TYPES = {
+    "length": _is_int,
+    "in_distribution": lambda value: isinstance(value, bool),
+    "max_position": lambda value: value is None or _is_int(value),
+    "protocol": lambda value: isinstance(value, str),
+    "n_examples": lambda value: value is None or _is_int(value),
+    **{key: _is_metric for key in ("loss", "accuracy", "exact_match", "ppl")},
+}

@@ -307,6 +307,7 @@ def encodings_with_option(option: str) -> list[str]:
 
 def load_config(run_dir: Path, overrides: list[str] | tuple = ()) -> DictConfig:
     """A run's config.yaml with ``key=value`` overrides applied (keys must already exist)."""
+    import yaml
     from omegaconf.errors import OmegaConfBaseException
 
     config_path = run_dir / "config.yaml"
@@ -332,9 +333,14 @@ def load_config(run_dir: Path, overrides: list[str] | tuple = ()) -> DictConfig:
     OmegaConf.set_struct(cfg, True)
     for override in overrides:
         key = override.partition("=")[0]
+        if key.startswith(("~", "+")):  # Hydra's prefixes: from_dotlist reads them as names
+            raise ConfigError(
+                f"{key}: a re-evaluation changes keys the run's config has; allowed: "
+                f"{key.lstrip('~+')}=<value>, without Hydra's ~, + or ++"
+            )
         try:
             cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([override]))
-        except OmegaConfBaseException as error:
+        except (OmegaConfBaseException, yaml.YAMLError) as error:  # yaml: a value cut short
             first = str(error).splitlines()[0]
             section, _, option = key.partition(".")
             if section == "pe" and option and option not in cfg.pe:  # the common case: say whose
@@ -381,6 +387,12 @@ class RunDirectory:
     def check_start(self, cfg: DictConfig) -> None:
         """Whether ``cfg`` may start or continue here, read without writing or importing
         torch (the entry point asks before Hydra creates anything); ConfigError if not."""
+        if self.path.is_symlink() and not self.path.exists():  # Hydra's mkdir: a traceback
+            raise ConfigError(
+                f"hydra.run.dir={self.path} is a symbolic link to {os.readlink(self.path)}, "
+                f"which does not exist (or loops); allowed: a directory path, or a link to an "
+                f"existing directory"
+            )
         if self.path.exists() and not self.path.is_dir():
             raise ConfigError(foreign_refusal(self.path))
         if self.path.exists() and not os.access(self.path, os.W_OK):

@@ -25,6 +25,8 @@ from lengen.results import (
     sort_rows,
 )
 
+#: folders a run writes that are never runs (wandb's hold config.yaml files of wandb's own)
+RUN_SUBFOLDERS = ("wandb", "checkpoints", "logs")
 #: what a run is, by name in results.json -> config key (for runs without results)
 DESCRIBED = {"pe": "pe.name", "task": "data.name", "model": "model.name"}
 DESCRIBED |= {"train_len": "data.len", "seed": "seed"}
@@ -185,9 +187,9 @@ def load_runs(
 ) -> list[RunRecord]:
     """Every run directory below ``folder`` (sorted), then the directories with results*.json
     but no config.yaml (failed); duplicates marked; with ``reached_criterion``, runs whose
-    criterion was not reached (or that had none) excluded. A run directory is not searched
-    further (its .hydra/ and wandb/ hold config.yaml files of their own); hidden directories
-    are skipped."""
+    criterion was not reached (or that had none) excluded. A run directory's own folders
+    (``RUN_SUBFOLDERS``: wandb/ holds config.yaml files of its own) are not searched; hidden
+    directories (.hydra/) are skipped."""
     if not (folder := Path(folder)).is_dir():
         raise FileNotFoundError(f"{folder}: not a directory")
     runs, orphans = [], []
@@ -196,7 +198,9 @@ def load_runs(
         run = RunRecord(Path(root), Path(root).relative_to(folder).as_posix())  # the folder: "."
         if CONFIG_NAME in files:
             runs.append(run)
-            dirs[:] = []
+            # not its wandb/ (config.yaml files of wandb's own), but a run made inside it
+            # (hydra.run.dir=<run>/sub, a sweep into a run's folder) is found, not dropped
+            dirs[:] = [d for d in dirs if d not in RUN_SUBFOLDERS]
         elif any(f.startswith("results.") and f.endswith(".json") for f in files):
             orphans.append(run.fail("results without config.yaml"))
     runs = [read_run(run, tag, min_accuracy) for run in sorted(runs, key=lambda r: r.path)]

@@ -536,6 +536,10 @@ def summary_from_arguments(args) -> Summary | None:
     printed) on bad input."""
     flags = [*SELECTION, *(flag for flag in REPORTING if hasattr(args, _dest(flag)))]
     options = {_dest(flag) for flag in flags}
+    if args.tag is not None and not _plain_name(args.tag):  # it becomes part of file names
+        print(f"error: --tag {args.tag!r}: allowed: a tag as eval.py names them (letters, "
+              "digits, '-', '_' and '.')", file=sys.stderr)  # fmt: skip
+        return None
     if args.tag in METRIC_DIRECTIONS:  # summary.<tag>.csv would be another metric's file
         print(f"error: --tag {args.tag} is a metric's name; tags that name a metric are not "
               "aggregated (output names carry the metric)", file=sys.stderr)  # fmt: skip
@@ -548,6 +552,32 @@ def summary_from_arguments(args) -> Summary | None:
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return None
+
+
+def _plain_name(tag: str) -> bool:
+    """eval.py's rule for a tag (``lengen.reeval.check_tag``): ``../x`` would write outside
+    the folder, ``a/b`` into folders of its own."""
+    return tag.replace("-", "").replace("_", "").replace(".", "").isalnum()
+
+
+def no_runs(summary: Summary) -> str | None:
+    """The refusal of a folder holding no run directory at all (a wrong path, most likely):
+    nothing to summarise, so nothing is written into it; None where runs were found."""
+    if summary.runs:
+        return None
+    folders = ", ".join(str(path) for _, path in summary.sources) or str(summary.folder)
+    return (
+        f"{folders}: no run directories (holding {CONFIG_NAME}) below it; allowed: a sweep "
+        "folder or run directory of lengen (results/multiruns/…, results/runs/…)"
+    )
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose refusals are one line, ``error: …`` as the rest of lengen's (argparse
+    prints its whole usage first), exit 2; ``--help`` is unchanged."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def sweep_arguments(values) -> list:
@@ -572,7 +602,7 @@ def main(argv: list[str] | None = None) -> int:
     """The CLI behind scripts/aggregate.py: 0 done (failed runs are listed, not errors), 2 bad
     input or an output folder that cannot be written (nothing written), 4 writing failed on the
     way (a full disk)."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="aggregate.py",
         description="Summarise a sweep folder: summary.csv, summary.md, ratios.csv, ranking.csv, "
         "failed.csv, runs.csv (mean ± 95% CI over seeds; with --metric other than exact_match "
@@ -592,7 +622,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summary_from_arguments(args)
     if summary is None:
         return 2
-    if problem := unwritable(out_dir := args.out or summary.folder):
+    if problem := no_runs(summary) or unwritable(out_dir := args.out or summary.folder):
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
