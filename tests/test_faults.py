@@ -202,6 +202,26 @@ FAULTS = [
         script="scripts/aggregate.py",
     ),
     Fault(
+        "a sweep directory that is a symbolic link to nothing (FileExistsError traceback)",
+        "-m debug=fast hydra.sweep.dir={tmp}/dangling",
+        "hydra.sweep.dir={tmp}/dangling is a symbolic link to {tmp}/nowhere, which does not exist",
+    ),
+    Fault(
+        "a run directory inside the config folder (written into the config tree)",
+        "debug=fast hydra.run.dir=configs/pe/myrun",
+        "hydra.run.dir=configs/pe/myrun is inside the config folder",
+    ),
+    Fault(
+        "a sweep directory that is a run's (aggregation saw one run in the other)",
+        "-m debug=fast hydra.sweep.dir={tmp}/arun",
+        "hydra.sweep.dir={tmp}/arun is the run directory",
+    ),
+    Fault(
+        "a run directory inside another run's",
+        "debug=fast hydra.run.dir={tmp}/arun/inner",
+        "hydra.run.dir={tmp}/arun/inner is inside the run directory",
+    ),
+    Fault(
         "plot.py attention --length 0 (found only once the model was loaded)",
         "attention {tmp}/run --length 0",
         "plot.py attention: argument --length: must be an integer >= 1, got '0'",
@@ -222,6 +242,9 @@ def scene(folder: Path) -> None:
     (folder / "results_cut" / "results.json").write_text('{"pe": "rope", "eval": [')
     (folder / "empty").mkdir()
     (folder / "dangling").symlink_to(folder / "nowhere")
+    (folder / "arun").mkdir()
+    (folder / "arun" / ".lock").write_text("")  # what every run directory holds
+    (folder / "arun" / "config.yaml").write_text("seed: 0\n")
 
 
 def listing(folder: Path) -> dict[str, tuple[int, int]]:
@@ -654,3 +677,20 @@ def test_plot_attention_out_of_memory_is_one_line(finished_run, tmp_path):
     assert done.stderr.strip().splitlines()[-1].startswith("error: --length 1000000000: out of")
     assert "Traceback" not in done.stderr
     assert set(listing(tmp_path)) == set(before)  # (its probe of the folder's write access aside)
+
+
+def test_a_run_whose_reader_goes_away_finishes(tmp_path):
+    """`train.py … | head -1`: the first line read, the pipe closed; the run must not crash on
+    its next print (BrokenPipeError, recorded as a failure) but finish and say so by status."""
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), "debug=fast", f"hydra.run.dir={run_dir}"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    process.stdout.readline()
+    process.stdout.close()
+    assert process.wait(timeout=300) == 0
+    assert (run_dir / "results.json").is_file() and not (run_dir / "failed.json").exists()

@@ -35,6 +35,9 @@ REFUSALS = [
     Refusal("optim.lr=0", "optim.lr must be a number in (0.0, inf), got 0"),
     Refusal("logger=wandb logger.mode=foo", "logger.mode must be one of offline, online, disabled"),
     Refusal("trainer.max_steps=0", "trainer.max_steps must be a positive integer, got 0"),
+    Refusal("~pe", "pe: removed, but every run needs it; allowed: pe=<one of alibi"),
+    Refusal("data.len=${oc.env:LENGEN_NO_SUCH_VARIABLE}", "data.len: cannot be resolved"),
+    Refusal("data.len=${data.len}", "data.len: cannot be resolved (Recursive"),
     Refusal("eval.samples=0", "eval.samples must be a positive integer, got 0"),
     Refusal("eval.decoding=beam", "eval.decoding must be one of teacher_forced, greedy"),
     Refusal("eval.plot_dpi=0", "eval.plot_dpi must be a positive integer, got 0"),
@@ -277,3 +280,30 @@ def test_a_results_file_that_is_no_json_object_is_refused(tmp_path, content):
     (tmp_path / "results.json").write_text(content)
     with pytest.raises(ConfigError, match=r"^hydra\.run\.dir: .*results\.json"):
         preflight.check_results_file(tmp_path / "results.json")
+
+
+# -- command lines refused before anything is composed -------------------------------------------
+@pytest.mark.parametrize("argument", ["+foo=1", "++foo=1"])
+def test_a_new_top_level_key_that_nothing_reads_is_refused(argument):
+    key = argument.partition("=")[0]
+    with pytest.raises(ConfigError, match=f"^{re.escape(key)}: a new top-level key that nothing"):
+        preflight.check_new_top_level_keys([argument], (CONFIG_DIR,))
+
+
+def test_a_list_given_to_a_group_outside_a_sweep_suggests_the_sweep():
+    with pytest.raises(
+        ConfigError, match=r"one choice; .* or a sweep over several: -m pe=rope,alibi$"
+    ):
+        check_group_overrides(["pe=[rope,alibi]"])
+
+
+def test_adding_a_key_that_exists_says_to_drop_the_plus():
+    with pytest.raises(
+        ConfigError, match=r"^\+seed: seed is a key already; allowed: seed=… \(without"
+    ):
+        preflight.check_override_keys(["+seed=3"])
+
+
+def test_a_command_line_hydra_cannot_parse_says_how_to_quote():
+    with pytest.raises(ConfigError, match=r"^cannot parse the command line: .*quoted for Hydra"):
+        preflight.check_override_keys(["data.len=[8,"])

@@ -79,6 +79,9 @@ def unwritable_reason(path: str | Path) -> str | None:
             return f"the name {part[:20]}… is {len(part.encode())} bytes long (at most {limit})"
     existing = target
     while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():  # Hydra's mkdir would fail on it with a traceback
+            where = "is" if existing == target else f"cannot be made: {existing} is"
+            return f"{where} a symbolic link to {os.readlink(existing)}, which does not exist (or loops)"
         existing = existing.parent
     if not existing.is_dir():
         return "is a file" if existing == target else f"{existing} is a file"

@@ -6,6 +6,7 @@ print it on one line and exit with the status documented in ``lengen.cli``.
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -100,3 +101,44 @@ def received_signal() -> int:
 def acted_on_signal() -> None:
     """The run stopped for the signal: a later run in this process starts afresh."""
     _received["signum"] = 0
+
+
+class _OutlivesItsReader:
+    """A text stream that keeps the process going when whoever reads it goes away (``| head``,
+    a closed terminal or SSH session): the first BrokenPipeError points the stream's file
+    descriptor at /dev/null, so later writes, flushes and the interpreter's own flush at exit
+    succeed. A run must not crash (and record a failure) for want of a reader."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._to_null()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_null()
+
+    def _to_null(self) -> None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, self._stream.fileno())
+        os.close(null)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def outlive_closed_output() -> None:
+    """stdout and stderr that survive their reader going away (``_OutlivesItsReader``)."""
+    import sys
+
+    if not isinstance(sys.stdout, _OutlivesItsReader):
+        sys.stdout = _OutlivesItsReader(sys.stdout)
+    if not isinstance(sys.stderr, _OutlivesItsReader):
+        sys.stderr = _OutlivesItsReader(sys.stderr)

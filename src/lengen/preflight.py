@@ -69,7 +69,7 @@ from lengen.options import (
     logger_options,
     model_options,
 )
-from lengen.rundir import RunDirectory, is_rank_zero, resolved_config
+from lengen.rundir import LOCK, RunDirectory, is_rank_zero, resolved_config
 from lengen.schema import Options, node_options
 
 
@@ -137,6 +137,7 @@ def precheck(arguments: Sequence[str]) -> int | None:
     if (refusal := cache_refusal()) is not None:
         raise ConfigError(refusal)
     check_group_overrides(command.overrides, command.config_dirs)
+    check_new_top_level_keys(command.overrides, command.config_dirs, command.config_name)
     values = {
         key.lstrip("+"): value.strip("'\" ")
         for key, _, value in (a.partition("=") for a in command.overrides if "=" in a)
@@ -219,7 +220,11 @@ def sweep_jobs(overrides: Sequence[str]) -> list[list[str]]:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except Exception as error:  # noqa: BLE001 - Hydra's parse errors are bad input
         first = str(error).strip().splitlines()[0]
-        raise ConfigError(f"cannot parse the command line: {first}") from None
+        raise ConfigError(
+            f"cannot parse the command line: {first}; allowed: key=value, with a value holding "
+            "spaces or special characters quoted for Hydra inside the shell's quotes, e.g. "
+            """'hydra.run.dir="/my runs/a"'"""
+        ) from None
     task = [o for o in parsed if not o.is_hydra_override()]
     return [job for batch in BasicSweeper.split_arguments(task, None) for job in batch]
 
@@ -327,14 +332,31 @@ def remove_refused_run(output_dir: str | Path) -> None:
 # -- where the run writes, and how its processes start -------------------------------------------
 def check_output_dir(key: str, path: str) -> None:
     """A directory the run can make or write (``unwritable_reason``), asked before Hydra makes
-    it, which would fail with a traceback. An existing directory's own rules are
-    ``lengen.rundir``'s."""
+    it, which would fail with a traceback; not inside the config root (a run's config.yaml
+    there would be read as a config) nor inside another run's directory (aggregation would
+    see one run in the other). An existing directory's own rules are ``lengen.rundir``'s."""
     reason = unwritable_reason(path)
     if reason is not None:
         separator = " " if reason.startswith("is ") else ": "
         raise ConfigError(
             f"{key}={path}{separator}{reason}; allowed: a directory path in a writable folder"
         )
+    target = Path(path).expanduser().resolve()
+    for configs in {CONFIG_DIR.resolve(), (ROOT / "configs").resolve()}:
+        if target == configs or configs in target.parents:
+            raise ConfigError(
+                f"{key}={path} is inside the config folder {configs}; allowed: a directory "
+                "outside it (results/ by default)"
+            )
+    # a run's own directory may be given again (resume); a sweep's jobs would land inside it
+    folders = [*([] if key.startswith("hydra.run.dir") else [target]), *target.parents]
+    for folder in folders:
+        if (folder / LOCK).is_file() and (folder / "config.yaml").is_file():  # a run's
+            relation = "is" if folder == target else "is inside"
+            raise ConfigError(
+                f"{key}={path} {relation} the run directory {folder}; allowed: a directory "
+                "outside any run's (a sibling of it, say)"
+            )
 
 
 def check_results_file(results: Path) -> None:
@@ -438,11 +460,39 @@ def check_group_overrides(
         if not sep or key not in GROUPS or value in ("", "null"):
             continue
         allowed = sorted({c for folder in folders for c in group_choices(key, folder)})
+        if value.strip().startswith("["):  # pe=[rope,alibi]: a list where one choice belongs
+            raise ConfigError(
+                f"{key}={value}: a group takes one choice; allowed: one of {', '.join(allowed)}, "
+                f"or a sweep over several: -m {key}={value.strip().strip('[]')}"
+            )
         for choice in value.split(","):
             if choice.strip() not in allowed:
                 raise ConfigError(
                     f"{key}={choice.strip()}: unknown choice; allowed: {', '.join(allowed)}"
                 )
+
+
+def check_new_top_level_keys(
+    arguments: Sequence[str], config_dirs: Sequence[Path], config_name: str = "train"
+) -> None:
+    """Refuse ``+foo=1``: a new top-level key no part of lengen reads would only change the
+    run's id and sit in config.yaml as if it did something. Keys under a group (``+pe.x``) are
+    their typed config's to refuse."""
+    new = [a.partition("=")[0] for a in arguments if a.startswith("+") and "=" in a]
+    new = [key for key in new if not any(c in key for c in "./")]
+    new = [key for key in new if key.lstrip("+") not in (*GROUPS, "hydra", "")]
+    if not new:
+        return
+    known = set(GROUPS)
+    for folder in config_dirs:
+        if (folder / f"{config_name}.yaml").is_file():
+            known |= set(OmegaConf.load(folder / f"{config_name}.yaml")) - {"defaults"}
+    for key in new:
+        if key.lstrip("+") not in known:
+            raise ConfigError(
+                f"{key}: a new top-level key that nothing reads; allowed at the top level: "
+                f"{', '.join(sorted(known))}"
+            )
 
 
 @contextlib.contextmanager
@@ -491,7 +541,11 @@ def check_override_keys(
         parsed = parser.parse_overrides(overrides)
     except Exception as error:  # noqa: BLE001 - Hydra's parse errors are bad input
         first = str(error).strip().splitlines()[0]
-        raise ConfigError(f"cannot parse the command line: {first}") from None
+        raise ConfigError(
+            f"cannot parse the command line: {first}; allowed: key=value, with a value holding "
+            "spaces or special characters quoted for Hydra inside the shell's quotes, e.g. "
+            """'hydra.run.dir="/my runs/a"'"""
+        ) from None
     trials = [[_first_value(o) for o in parsed]]
     for index, override in enumerate(parsed):
         if override.is_sweep_override() and not override.key_or_group.startswith("hydra"):
@@ -524,6 +578,9 @@ def _override_error(error: Exception, trial: list[str], config_name: str) -> Con
     if match is None:
         match = re.search(r"Key '([^']+)' is not in struct", text)
     if match is None:
+        if (present := re.search(r"An item is already at '([^']+)'", text)) is not None:
+            key = present.group(1)
+            return ConfigError(f"+{key}: {key} is a key already; allowed: {key}=… (without +)")
         return ConfigError(text.strip().splitlines()[0])
     key = match.group(1)
     parent, _, leaf = key.rpartition(".")
@@ -572,10 +629,52 @@ def validate(cfg: DictConfig) -> Checked:
     key = _content(cfg)
     if key is not None and key in _CHECKED:
         return _CHECKED[key]
-    result = _validate(cfg)
+    check_required_groups(cfg)
+    try:
+        result = _validate(cfg)
+    except OmegaConfBaseException as error:  # an interpolation that does not resolve
+        where = getattr(error, "full_key", None) or unresolvable_key(cfg) or "a value"
+        message = str(getattr(error, "msg", None) or error).strip().splitlines()[0]
+        raise ConfigError(
+            f"{where}: cannot be resolved ({message}); allowed: a value, or an interpolation "
+            "that resolves (${oc.env:VAR} of a variable that is set, ${key} of another key)"
+        ) from None
     if key is not None:
         _CHECKED[key] = result
     return result
+
+
+#: the groups every run needs, which ~group would remove (train.yaml's shared options of a
+#: group stay: a group's choice is there when its ``name`` is)
+REQUIRED_GROUPS = ("pe", "model", "data", "trainer", "eval")
+
+
+def check_required_groups(cfg: DictConfig) -> None:
+    """Refuse a config without one of the groups every run reads (``~pe`` removes it)."""
+    for group in REQUIRED_GROUPS:
+        node = cfg.get(group)
+        if not isinstance(node, DictConfig) or "name" not in node:
+            choices = group_choices(group)
+            allowed = f"{group}=<one of {', '.join(choices)}>" if choices else f"{group}.<key>=…"
+            raise ConfigError(
+                f"{group}: removed, but every run needs it; allowed: {allowed}"
+                + (" (pe=nope for no encoding)" if group == "pe" else "")
+            )
+
+
+def unresolvable_key(node, prefix: str = "") -> str | None:
+    """The first key (dotted) of ``node`` whose value does not resolve, or None."""
+    for key in node.keys() if isinstance(node, DictConfig) else range(len(node)):
+        child = node._get_node(key)
+        if isinstance(child, (DictConfig, ListConfig)) and not child._is_interpolation():
+            if (found := unresolvable_key(child, f"{prefix}{key}.")) is not None:
+                return found
+            continue
+        try:
+            node[key]
+        except OmegaConfBaseException:
+            return f"{prefix}{key}"
+    return None
 
 
 def _content(cfg: DictConfig) -> str | None:
