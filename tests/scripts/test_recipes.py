@@ -24,6 +24,7 @@ RECIPES = {
     "reproduce_mcgill.sh": ("mcgill_small", 45),
     "reproduce_chomsky.sh": ("chomsky_small", 54),  # committed without randomized reverse (9)
     "reproduce_alibi_wikitext2.sh": ("alibi_wikitext2", 6),
+    "reproduce_fox_wikitext2.sh": ("fox_wikitext2", 6),
     "reproduce_grids.sh": ("grids_small", 48),
     "reproduce_schedules.sh": (None, 30),
     "reproduce_mcgill_paper.sh": (None, 45),
@@ -91,7 +92,9 @@ def test_every_committed_run_is_a_job_of_its_recipe_with_the_same_overrides(scri
 
 
 # -- a local parallel sweep, run for real -----------------------------------------------------
-FAST = ("debug=fast", "data.len=4", "eval.factors=[1]", "logger=none")
+# no attention diagnostics: their figures would be most of each run's time, and no recipe's
+# sweep mechanics depend on them
+FAST = ("debug=fast", "data.len=4", "eval.factors=[1]", "logger=none", "eval.diagnostics=false")
 LOCAL = ("hydra/launcher=local", "hydra.launcher.n_jobs=2", "resume=auto")
 
 
@@ -100,12 +103,25 @@ def local_sweep(sweep, *overrides: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
+def first_sweep(tmp_path_factory) -> tuple:
+    """(sweep folder, the finished sweep's process): two runs, trained by joblib's workers."""
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
     folder = tmp_path_factory.mktemp("local") / "sweep"
     done = local_sweep(folder, "pe=rope,alibi")
     assert done.returncode == 0, done.stderr[-3000:]
-    return folder
+    return folder, done
+
+
+@pytest.fixture(scope="module")
+def sweep(first_sweep):
+    return first_sweep[0]
+
+
+def test_a_joblib_sweep_reports_the_runs_its_workers_trained(first_sweep):
+    # the report counts results.json in the run directories: the workers' returns never reach
+    # the sweep's process (tests/test_cluster.py: the report itself)
+    _, done = first_sweep
+    assert "sweep: 2 runs (2 trained)" in done.stdout
 
 
 def test_runs_are_named_by_what_they_train(sweep):
