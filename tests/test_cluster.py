@@ -22,6 +22,7 @@ def test_slurm_launcher_composes():
 
 
 # -- the sweep's report: counts from the run directories, whichever process ran the jobs ------
+# (a real joblib sweep's report: tests/scripts/test_recipes.py, beside the sweep it shares)
 def job(sweep_dir, number: int, name: str, outcome: str | None, **files: str):
     """A job's record under <sweep>/.jobs and its run directory holding ``files``."""
     import json
@@ -98,16 +99,3 @@ def test_a_job_that_left_no_word_and_no_results_is_a_failure(tmp_path):
 def test_a_sweep_no_job_reported_back_from_is_not_a_success(tmp_path):
     status, _, err = report(tmp_path)
     assert status == 1 and "no job of the sweep reported back" in err
-
-
-def test_a_joblib_sweep_reports_the_runs_its_workers_trained(tmp_path):
-    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
-    from helpers import run_train
-
-    result = run_train(
-        "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=0,1", "debug=fast",
-        "data.len=4", "eval.factors=[1]", "eval.diagnostics=false", "logger=none",
-        f"hydra.sweep.dir={tmp_path}", one_thread=True,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "sweep: 2 runs (2 trained)" in result.stdout

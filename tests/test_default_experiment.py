@@ -24,6 +24,7 @@ def test_default_experiment_learns_in_distribution(tmp_path):
         "trainer.criterion_metric=accuracy",
         "trainer.criterion_checks=1",
         "eval.factors=[1]",
+        "eval.diagnostics=false",  # attention statistics and their figures: no part of learning
         fast=False,
     )
     results = run(cfg, run_dir=tmp_path)

@@ -122,12 +122,14 @@ FAST = ("debug=fast", "data.len=4", "eval.factors=[1]", "logger=none")
 @pytest.fixture(scope="module")
 def redirected_run(tmp_path_factory):
     """A run with its output in a pipe (as in a SLURM log), progress asked for."""
-    # debug=fast turns progress off: true asks for it back; 40 steps -> a line every 2
+    # debug=fast turns progress off: true asks for it back; 40 steps -> a line every 2. The
+    # attention diagnostics print nothing (lengen.evaluation): their figures only cost time
     done = run_train(
         *FAST,
         "trainer.enable_progress_bar=true",
         "trainer.max_steps=40",
         "eval.factors=[1,2]",
+        "eval.diagnostics=false",
         f"hydra.run.dir={tmp_path_factory.mktemp('progress') / 'run'}",
         one_thread=True,
     )
@@ -154,7 +156,7 @@ def test_a_redirected_run_writes_no_carriage_return(redirected_run):
 
 
 def test_bar_forces_lightnings_bars_into_a_file(tmp_path, capsys):
-    cfg = compose_train("data.len=4", "eval.factors=[1]", "logger=none")
+    cfg = compose_train("data.len=4", "eval.factors=[1]", "logger=none", "eval.diagnostics=false")
     cfg.trainer.enable_progress_bar = "bar"
     run(cfg, run_dir=tmp_path)
     assert "\r" in capsys.readouterr().out  # tqdm redraws: what a terminal wants

@@ -90,10 +90,10 @@ def slurm_job(run_dir: Path) -> str:
     return (run_dir / ".slurm_job").read_text().strip().rpartition("/")[2]
 
 
-def sweep(sweep_dir: Path, *overrides: str, during=None) -> subprocess.CompletedProcess:
-    """``train.py -m`` through SLURM; ``during(sweep_dir)`` runs while the sweep waits."""
+def submit(sweep_dir: Path, *overrides: str) -> subprocess.Popen:
+    """``train.py -m`` through SLURM, started (``finish`` waits for it)."""
     command = [sys.executable, str(ROOT / "train.py"), "-m", *SLURM, *TINY, *overrides]
-    process = subprocess.Popen(
+    return subprocess.Popen(
         [*command, f"hydra.sweep.dir={sweep_dir}"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -101,17 +101,30 @@ def sweep(sweep_dir: Path, *overrides: str, during=None) -> subprocess.Completed
         text=True,
         env=ENV,
     )
+
+
+def finish(process: subprocess.Popen, sweep_dir: Path, during=None) -> subprocess.CompletedProcess:
+    """The sweep's outcome; ``during(sweep_dir)`` runs while it waits."""
     try:
         if during is not None:
             during(sweep_dir)
         stdout, stderr = process.communicate(timeout=900)
     finally:
         if process.poll() is None:  # a test that failed midway: no job or sweep left behind
-            for record in sweep_dir.glob("*/.slurm_job"):
-                subprocess.run(["scancel", slurm_job(record.parent)], check=False)
-            process.kill()
-            process.communicate()
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+            stop(process, sweep_dir)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def stop(process: subprocess.Popen, sweep_dir: Path) -> None:
+    for record in sweep_dir.glob("*/.slurm_job"):
+        subprocess.run(["scancel", slurm_job(record.parent)], check=False)
+    process.kill()
+    process.communicate()
+
+
+def sweep(sweep_dir: Path, *overrides: str, during=None) -> subprocess.CompletedProcess:
+    """``train.py -m`` through SLURM, waited for; ``during(sweep_dir)`` runs while it waits."""
+    return finish(submit(sweep_dir, *overrides), sweep_dir, during)
 
 
 def results(run_dir: Path) -> dict:
@@ -131,14 +144,43 @@ def preempt_then_warn(sweep_dir: Path) -> None:
     subprocess.run(["scancel", "--signal=USR1", slurm_job(run)], check=True)
 
 
+#: a run far longer than its 2-minute limit, warned by SLURM itself 30 s before it (SLURM may
+#: send it up to a minute early), with max_num_timeout=0: the first warning is the last
+UNREQUEUED = [
+    "hydra.launcher.timeout_min=2",
+    "hydra.launcher.signal_delay_s=30",
+    "hydra.launcher.max_num_timeout=0",
+    "trainer.max_steps=1000000",
+]
+
+
 @pytest.fixture(scope="module")
-def interrupted_sweep(slurm, tmp_path_factory):
+def two_sweeps(slurm, tmp_path_factory):
+    """The interrupted sweep and the unrequeued one (below), run at once: the unrequeued one's
+    job mostly waits for SLURM's own warning (up to 90 s on one CPU), which one after the other
+    added to the suite's time. {name: (sweep_dir, result)}."""
+    root = tmp_path_factory.mktemp("slurm")
+    bound_dir, sweep_dir = root / "bound", root / "sweep"
+    bound = submit(bound_dir, *UNREQUEUED)
+    try:
+        subdir = "hydra.sweep.subdir=${hydra.job.num}"
+        interrupted = sweep(
+            sweep_dir, *LONG, "eval.plot_dpi=50,60", subdir, during=preempt_then_warn
+        )
+    except BaseException:
+        stop(bound, bound_dir)
+        raise
+    return {
+        "interrupted": (sweep_dir, interrupted),
+        "unrequeued": (bound_dir, finish(bound, bound_dir)),
+    }
+
+
+@pytest.fixture(scope="module")
+def interrupted_sweep(two_sweeps):
     """Two runs of one config and seed (they differ in eval.plot_dpi, which changes no number,
     each in its own directory): run 0 interrupted twice, run 1 not."""
-    sweep_dir = tmp_path_factory.mktemp("slurm") / "sweep"
-    subdir = "hydra.sweep.subdir=${hydra.job.num}"
-    result = sweep(sweep_dir, *LONG, "eval.plot_dpi=50,60", subdir, during=preempt_then_warn)
-    return sweep_dir, result
+    return two_sweeps["interrupted"]
 
 
 def test_a_slurm_sweep_finishes_every_run(interrupted_sweep):
@@ -177,16 +219,9 @@ def test_jobs_ask_slurm_for_the_time_limit_warning(interrupted_sweep):
 
 # -- SLURM's own time-limit warning, and the bound on requeueing -------------------------------
 @pytest.fixture(scope="module")
-def unrequeued_sweep(slurm, tmp_path_factory):
-    """A run far longer than its 2-minute limit, warned by SLURM itself 30 s before it (SLURM
-    may send it up to a minute early), with max_num_timeout=0: the first warning is the last."""
-    sweep_dir = tmp_path_factory.mktemp("slurm") / "bound"
-    limit = [
-        "hydra.launcher.timeout_min=2",
-        "hydra.launcher.signal_delay_s=30",
-        "hydra.launcher.max_num_timeout=0",
-    ]
-    return sweep_dir, sweep(sweep_dir, *limit, "trainer.max_steps=1000000")
+def unrequeued_sweep(two_sweeps):
+    """One run warned by SLURM's own time-limit warning past its requeue bound (UNREQUEUED)."""
+    return two_sweeps["unrequeued"]
 
 
 def test_a_job_past_its_requeue_bound_is_not_requeued(unrequeued_sweep):

@@ -21,6 +21,9 @@ KINDS = yaml_choices("model")
 PES = yaml_choices("pe")
 PAIRS = [(m, p) for m in KINDS for p in PES if pe_supports(p, m)]
 UNSUPPORTED = [(m, p) for m in KINDS for p in PES if not pe_supports(p, m)]
+#: for runs and evaluations whose test looks at no attention diagnostics: drawing their figures
+#: costs more than the rest of a debug=fast run
+NO_DIAGNOSTICS = ("eval.diagnostics=false",)
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +38,13 @@ def trained(tmp_path_factory):
             run_dir = tmp_path_factory.mktemp(f"{model}-{pe}")
             # the attention diagnostics and their figures (about 4 s a run, mostly drawing) run
             # for every encoding in the decoder; bidirectional kinds skip them here (their
-            # weights: tests/evaluation/test_attention_statistics.py)
+            # weights: tests/evaluation/test_attention_statistics.py). The figures are drawn
+            # at a low resolution (it changes no number; eval.py's runs of a run inherit it):
+            # rasterising at the default 200 dpi is a good part of every run's time
             diagnostics = model == "decoder"
             cfg = compose_train(
                 f"pe={pe}", f"model={model}", "data.len=6", "eval.factors=[1,4]",
-                f"eval.diagnostics={str(diagnostics).lower()}",
+                f"eval.diagnostics={str(diagnostics).lower()}", "eval.plot_dpi=30",
             )  # fmt: skip
             blind = pe == "nope" and model != "decoder"
             with pytest.warns(UserWarning, match="position") if blind else nullcontext():
@@ -136,27 +141,28 @@ def test_finished_run_directory_is_not_overwritten(trained):
 def test_eval_adds_results_and_keeps_the_original(trained, model):
     run_dir, _ = trained(model, "learned")
     before = (run_dir / "results.json").read_bytes()
-    results = evaluate_run([f"run={run_dir}", "eval.lengths=[3,30]", "tag=longer"])
+    overrides = ["eval.lengths=[3,30]", *NO_DIAGNOSTICS]
+    results = evaluate_run([f"run={run_dir}", *overrides, "tag=longer"])
     assert (run_dir / "results.json").read_bytes() == before
     written = json.loads((run_dir / "results.longer.json").read_text())
     assert written == json.loads(json.dumps(results))
     assert [row["length"] for row in written["eval"]] == [3, 30]
-    assert written["overrides"] == ["eval.lengths=[3,30]"]
+    assert written["overrides"] == overrides
     assert set(REQUIRED_KEYS) <= set(written)
 
 
 def test_eval_never_overwrites_an_earlier_tag(trained):
     run_dir, _ = trained("decoder", "sinusoidal")
-    evaluate_run([f"run={run_dir}", "tag=again"])
+    evaluate_run([f"run={run_dir}", *NO_DIAGNOSTICS, "tag=again"])
     first = (run_dir / "results.again.json").read_bytes()
-    evaluate_run([f"run={run_dir}", "tag=again"])
+    evaluate_run([f"run={run_dir}", *NO_DIAGNOSTICS, "tag=again"])
     assert (run_dir / "results.again.json").read_bytes() == first
     assert (run_dir / "results.again-1.json").is_file()
 
 
 def test_eval_reproduces_the_training_run_numbers(trained):
     run_dir, results = trained("decoder", "rope")
-    again = evaluate_run([f"run={run_dir}", "tag=same"])
+    again = evaluate_run([f"run={run_dir}", *NO_DIAGNOSTICS, "tag=same"])
     for old, new in zip(results["eval"], again["eval"], strict=True):
         assert new["accuracy"] == pytest.approx(old["accuracy"], abs=1e-6)
         assert new["loss"] == pytest.approx(old["loss"], rel=1e-5)
@@ -184,13 +190,14 @@ def test_learned_policy_error_refuses_before_training(tmp_path):
 
 def test_wandb_logger_writes_offline_inside_the_run_dir(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_DIR")
-    cfg = compose_train("logger=wandb", "data.len=4", "eval.factors=[1]")
+    cfg = compose_train("logger=wandb", "data.len=4", "eval.factors=[1]", *NO_DIAGNOSTICS)
     run(cfg, run_dir=tmp_path)
     assert list((tmp_path / "wandb").glob("offline-run-*/*.wandb"))
 
 
 def test_logger_none_writes_no_logs(tmp_path):
-    run(compose_train("logger=none", "data.len=4", "eval.factors=[1]"), run_dir=tmp_path)
+    cfg = compose_train("logger=none", "data.len=4", "eval.factors=[1]", *NO_DIAGNOSTICS)
+    run(cfg, run_dir=tmp_path)
     assert (tmp_path / "results.json").is_file()
     assert not (tmp_path / "logs").exists()
 
@@ -204,6 +211,7 @@ def test_init_from_starts_from_the_runs_weights(trained, tmp_path):
         "eval.factors=[1]",
         "trainer.max_steps=1",
         "optim.lr=1e-9",
+        *NO_DIAGNOSTICS,
     )
     run(cfg, run_dir=tmp_path)
     source = torch.load(source_dir / "checkpoints/last.ckpt", weights_only=False)["state_dict"]
@@ -221,18 +229,19 @@ def test_init_from_missing_path_is_refused(tmp_path):
 def test_eval_extends_a_rope_run_with_scaling(trained, scaling):
     run_dir, _ = trained("decoder", "rope")
     before = (run_dir / "results.json").read_bytes()
-    results = evaluate_run(
-        [f"run={run_dir}", f"pe.scaling={scaling}", "pe.scaling_factor=4", f"tag={scaling}"]
-    )
+    overrides = [f"pe.scaling={scaling}", "pe.scaling_factor=4", *NO_DIAGNOSTICS]
+    results = evaluate_run([f"run={run_dir}", *overrides, f"tag={scaling}"])
     assert (run_dir / "results.json").read_bytes() == before
     assert results["pe_info"]["scaling"] == scaling
-    assert results["overrides"] == [f"pe.scaling={scaling}", "pe.scaling_factor=4"]
+    assert results["overrides"] == overrides
     assert (run_dir / f"results.{scaling}.json").is_file()
 
 
 def test_eval_keeps_the_trained_runs_verdict_beside_its_own(trained):
     run_dir, original = trained("decoder", "rope")
-    results = evaluate_run([f"run={run_dir}", "pe.scaling=pi", "pe.scaling_factor=4", "tag=v"])
+    results = evaluate_run(
+        [f"run={run_dir}", "pe.scaling=pi", "pe.scaling_factor=4", *NO_DIAGNOSTICS, "tag=v"]
+    )
     assert {k: v for k, v in results["learned"].items() if k != "this_evaluation"} == (
         original["learned"]
     )
@@ -257,14 +266,18 @@ def test_eval_names_the_encodings_an_option_belongs_to(trained):
 def test_eval_scaling_changes_long_lengths_only_where_the_method_says(trained):
     """PI rescales every position, so even in-distribution numbers move; factor 1 changes nothing."""
     run_dir, original = trained("decoder", "rope")
-    same = evaluate_run([f"run={run_dir}", "pe.scaling=pi", "pe.scaling_factor=1", "tag=pi1"])
-    moved = evaluate_run([f"run={run_dir}", "pe.scaling=pi", "pe.scaling_factor=4", "tag=pi4"])
+    pi = [f"run={run_dir}", "pe.scaling=pi", *NO_DIAGNOSTICS]
+    same = evaluate_run([*pi, "pe.scaling_factor=1", "tag=pi1"])
+    moved = evaluate_run([*pi, "pe.scaling_factor=4", "tag=pi4"])
     assert [r["loss"] for r in same["eval"]] == pytest.approx([r["loss"] for r in original["eval"]])
     assert moved["eval"][0]["loss"] != pytest.approx(original["eval"][0]["loss"])
 
 
 def test_train_accepts_scaling_for_fine_tuning(tmp_path):
-    cfg = compose_train("pe=rope", "pe.scaling=yarn", "pe.scaling_factor=2", "data.len=6")
+    cfg = compose_train(
+        "pe=rope", "pe.scaling=yarn", "pe.scaling_factor=2", "data.len=6", "eval.factors=[1]",
+        *NO_DIAGNOSTICS,
+    )  # fmt: skip
     results = run(cfg, run_dir=tmp_path)
     assert results["pe_info"]["scaling"] == "yarn"
 
@@ -282,6 +295,7 @@ def test_runs_shorter_than_the_validation_interval_still_validate(tmp_path):
         "data.len=4",
         "eval.factors=[1]",
         "logger=none",
+        *NO_DIAGNOSTICS,
     )
     results = run(cfg, run_dir=tmp_path)
     assert set(results["validation"]) == {"val/loss", "val/accuracy", "val/exact_match"}
