@@ -222,6 +222,12 @@ FAULTS = [
         "hydra.run.dir={tmp}/arun/inner is inside the run directory",
     ),
     Fault(
+        "plot.py pe-analysis --length 0 (the message named no option)",
+        "pe-analysis --length 0 --out {tmp}/analysis",
+        "--length must be an integer >= 2, got 0",
+        script="scripts/plot.py",
+    ),
+    Fault(
         "plot.py attention --length 0 (found only once the model was loaded)",
         "attention {tmp}/run --length 0",
         "plot.py attention: argument --length: must be an integer >= 1, got '0'",

@@ -288,16 +288,22 @@ def machine_key(device: str, world_size: int = 1) -> str:
 
 
 def interpolate(observations: list, flops: float) -> float | None:
-    """Seconds at ``flops`` from measured (flops, seconds) pairs: the median of those within
-    10% (scaled to ``flops``); else between the two nearest around it, linear in log-log; above
+    """Seconds at ``flops`` from measured (flops, seconds) pairs: the fastest of those within
+    10% (scaled to ``flops``): what the machine does when nothing else runs, since runs timed
+    beside other work (a test suite, a parallel sweep) measure that work too, many times over,
+    and a median of such times once said 7m41s for a run that took 20 s; else between the two nearest around it, linear in log-log; above
     every one, proportional to the largest; below every one, the smallest's time (a floor:
     small sizes are bound by overheads, not FLOPs). None without observations."""
-    pairs = sorted((float(f), float(s)) for f, s in observations if f > 0 and s > 0)
+    fastest: dict[float, float] = {}  # each size measured: its fastest time (see above)
+    for f, s in observations:
+        if f > 0 and s > 0:
+            fastest[float(f)] = min(float(s), fastest.get(float(f), math.inf))
+    pairs = sorted(fastest.items())
     if not pairs or flops <= 0:
         return None
-    near = sorted(s * flops / f for f, s in pairs if abs(f / flops - 1) <= 0.1)
+    near = [s * flops / f for f, s in pairs if abs(f / flops - 1) <= 0.1]
     if near:
-        return near[len(near) // 2]
+        return min(near)
     below = [p for p in pairs if p[0] < flops]
     above = [p for p in pairs if p[0] > flops]
     if below and above:

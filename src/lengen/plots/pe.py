@@ -30,8 +30,10 @@ def plot_pe_analysis(
 
     if pe not in ("all", "sinusoidal", "rope"):
         raise ValueError(f"pe must be one of all, sinusoidal, rope; got {pe!r}")
-    if length < 2 or dim < 2 or dim % 2:
-        raise ValueError(f"need length >= 2 and an even dim >= 2; got {length}, {dim}")
+    if length < 2:
+        raise ValueError(f"--length must be an integer >= 2, got {length}")
+    if dim < 2 or dim % 2:
+        raise ValueError(f"--dim must be an even integer >= 2, got {dim}")
     plt = pyplot()
     out_dir = Path(out_dir)
     report = {"paths": []}
