@@ -620,6 +620,16 @@ def wrong_seed_type(results: dict) -> None:
     results["seed"] = {"value": 0}
 
 
+def aggregate(folder: Path) -> subprocess.CompletedProcess:
+    """scripts/aggregate.py on ``folder``, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "aggregate.py"), str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 @pytest.mark.parametrize("damage", [wrong_row_type, wrong_seed_type], ids=["row", "seed"])
 def test_aggregate_lists_results_of_the_wrong_types_as_failed(tmp_path, damage):
     # a string length crashed the rows' sort, a mapping seed the duplicate check (tracebacks)
@@ -633,12 +643,7 @@ def test_aggregate_lists_results_of_the_wrong_types_as_failed(tmp_path, damage):
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text("pe:\n  name: rope\nseed: 0\n")
     (run_dir / "results.json").write_text(json.dumps(results))
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "aggregate.py"), str(tmp_path / "sweep")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = aggregate(tmp_path / "sweep")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     failed = (tmp_path / "sweep" / "failed.csv").read_text()
@@ -646,8 +651,8 @@ def test_aggregate_lists_results_of_the_wrong_types_as_failed(tmp_path, damage):
 
 
 def test_aggregate_finds_a_run_made_inside_another_runs_folder(tmp_path):
-    # hydra.run.dir=<finished run>/sub trains (preflight allows it): the nested run was dropped
-    # silently, since a run directory was not searched further
+    # a run nested in another's folder (made by hand or before the pre-check refused such a
+    # hydra.run.dir) was dropped silently, since a run directory was not searched further
     results = {"pe": "rope", "model": "decoder", "task": "copy", "train_len": 8, "seed": 0}
     results |= {"n_params": 10, "train_tokens": 80, "provenance": {}}
     row = {"length": 8, "in_distribution": True, "max_position": 17, "protocol": "teacher_forced"}
@@ -656,12 +661,7 @@ def test_aggregate_finds_a_run_made_inside_another_runs_folder(tmp_path):
         run_dir.mkdir(parents=True)
         (run_dir / "config.yaml").write_text(f"pe:\n  name: rope\nseed: {seed}\n")
         (run_dir / "results.json").write_text(json.dumps({**results, "seed": seed, "eval": [row]}))
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "aggregate.py"), str(tmp_path / "sweep")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = aggregate(tmp_path / "sweep")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "run/sub" in (tmp_path / "sweep" / "runs.csv").read_text()
 

@@ -214,17 +214,8 @@ def sweep_jobs(overrides: Sequence[str]) -> list[list[str]]:
     (the cartesian product of every a,b,c, in its order) from the command line's overrides
     without ``hydra``'s."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except Exception as error:  # noqa: BLE001 - Hydra's parse errors are bad input
-        first = str(error).strip().splitlines()[0]
-        raise ConfigError(
-            f"cannot parse the command line: {first}; allowed: key=value, with a value holding "
-            "spaces or special characters quoted for Hydra inside the shell's quotes, e.g. "
-            """'hydra.run.dir="/my runs/a"'"""
-        ) from None
+    parsed = parse_overrides(overrides)
     task = [o for o in parsed if not o.is_hydra_override()]
     return [job for batch in BasicSweeper.split_arguments(task, None) for job in batch]
 
@@ -516,6 +507,21 @@ def composing(config_dirs: Sequence[Path]):
         restore_gh_from_backup(backup)
 
 
+def parse_overrides(overrides: Sequence[str]) -> list:
+    """Hydra's parse of command-line overrides; a parse error is bad input (ConfigError)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_overrides(list(overrides))
+    except Exception as error:  # noqa: BLE001 - Hydra's parse errors are bad input
+        first = str(error).strip().splitlines()[0]
+        raise ConfigError(
+            f"cannot parse the command line: {first}; allowed: key=value, with a value holding "
+            "spaces or special characters quoted for Hydra inside the shell's quotes, e.g. "
+            """'hydra.run.dir="/my runs/a"'"""
+        ) from None
+
+
 def check_override_keys(
     arguments: Sequence[str],
     config_dirs: Path | Sequence[Path] | None = None,
@@ -529,23 +535,13 @@ def check_override_keys(
     that exists for one group choice but not another is caught before any run starts.
     """
     from hydra import compose
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     flags = {"-m", "--multirun"}
     # a deletion (~key) needs no value: it must reach the composition all the same
     overrides = [a for a in arguments if not a.startswith("-") and ("=" in a or a[:1] == "~")]
     if any(a.startswith("-") and a not in flags for a in arguments):
         return []  # Hydra's own flags: parse_command_line reads them
-    parser = OverridesParser.create()
-    try:
-        parsed = parser.parse_overrides(overrides)
-    except Exception as error:  # noqa: BLE001 - Hydra's parse errors are bad input
-        first = str(error).strip().splitlines()[0]
-        raise ConfigError(
-            f"cannot parse the command line: {first}; allowed: key=value, with a value holding "
-            "spaces or special characters quoted for Hydra inside the shell's quotes, e.g. "
-            """'hydra.run.dir="/my runs/a"'"""
-        ) from None
+    parsed = parse_overrides(overrides)
     trials = [[_first_value(o) for o in parsed]]
     for index, override in enumerate(parsed):
         if override.is_sweep_override() and not override.key_or_group.startswith("hydra"):
