@@ -182,3 +182,12 @@ def test_no_plan_no_progress_line(tmp_path):
 
 def test_a_size_measured_several_times_scales_from_its_fastest_time():
     assert interpolate([[1e9, 0.2], [1e9, 2.0]], 4e9) == pytest.approx(0.8)
+
+
+def test_an_estimate_with_only_its_steps_measured_names_what_is_guessed(tmp_path):
+    path = tmp_path / "timings.json"
+    estimate = Estimate(path, "cpu · test", "cpu")
+    estimate.record(2e9, 0.25, 1e9, 8.0, "teacher_forced", 3.0)
+    line = Estimate(path, "cpu · test", "cpu").line(1000, 2e9, 1e9, "greedy")
+    assert "1,000 steps × 0.25 s" in line
+    assert "partly rough: greedy evaluation not yet measured on this machine" in line

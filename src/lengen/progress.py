@@ -291,7 +291,8 @@ def interpolate(observations: list, flops: float) -> float | None:
     """Seconds at ``flops`` from measured (flops, seconds) pairs: the fastest of those within
     10% (scaled to ``flops``): what the machine does when nothing else runs, since runs timed
     beside other work (a test suite, a parallel sweep) measure that work too, many times over,
-    and a median of such times once said 7m41s for a run that took 20 s; else between the two nearest around it, linear in log-log; above
+    and a median of such times once said 7m41s for a run that took 20 s; else between the two
+    nearest around it, linear in log-log; above
     every one, proportional to the largest; below every one, the smallest's time (a floor:
     small sizes are bound by overheads, not FLOPs). None without observations."""
     fastest: dict[float, float] = {}  # each size measured: its fastest time (see above)
@@ -343,7 +344,16 @@ class Estimate:
         starts = self.calibration.get("start", [])
         start = sorted(starts)[len(starts) // 2] if starts else None
         runs = len(self.calibration.get("train", []))
-        rough = step is None or evaluate is None or start is None
+        # what is not measured here yet, named in the line (the rest is calibrated)
+        guessed = [
+            part
+            for part, value in (
+                ("steps", step),
+                (f"{protocol} evaluation", evaluate),
+                ("start-up", start),
+            )
+            if value is None
+        ]
         speed = ROUGH_FLOPS_PER_SECOND.get(self.device, ROUGH_FLOPS_PER_SECOND["cpu"])
         step = step_flops / speed if step is None else step
         if evaluate is None:
@@ -354,11 +364,17 @@ class Estimate:
             f"{steps:,} steps × {_seconds(step)} + evaluation {duration(evaluate)} "
             f"+ start-up {duration(start)}"
         )
-        if rough:
+        if len(guessed) == 3:
             how = (
                 f"rough: {step_flops / 1e9:.3g} GFLOP a step at an assumed {speed / 1e9:g} "
                 f"GFLOP/s where nothing is measured on this machine yet; finished runs calibrate "
                 f"it ({self.path})"
+            )
+        elif guessed:
+            how = (
+                f"partly rough: {' and '.join(guessed)} not yet measured on this machine (a FLOP "
+                f"count at an assumed {speed / 1e9:g} GFLOP/s), the rest calibrated by {runs} "
+                f"finished run{'s' * (runs != 1)}"
             )
         else:
             how = f"calibrated on this machine by {runs} finished run{'s' * (runs != 1)}"
