@@ -62,3 +62,35 @@ def test_data_workers_still_name_sweep_directories():
     assert run_id(compose_train("data=text")) != run_id(
         compose_train("data=text", "data.num_workers=2")
     )
+
+
+# -- keys added after runs existed (IMPLIED_BEFORE) ----------------------------------------------
+#: run ids of lengen 5ca1449, before pe.start_offset and data.task.positions existed: the
+#: directory names of sweeps written then (results/, a running recipe's resume=auto)
+IDS_BEFORE_THE_KEYS = {
+    (): "ba903168",
+    ("data=addition",): "0350a2d3",
+    ("experiment=schedules_small", "data=passkey", "pe=rope"): "76767755",
+}
+
+
+def test_a_key_at_the_value_older_runs_implied_keeps_their_run_id():
+    ids = {
+        overrides: run_id(compose_train(*overrides, fast=False))
+        for overrides in IDS_BEFORE_THE_KEYS
+    }
+    assert ids == IDS_BEFORE_THE_KEYS
+
+
+def test_a_key_at_another_value_enters_the_run_id():
+    plain = run_id(compose_train("data=addition", "pe=learned"))
+    coupled = run_id(compose_train("data=addition", "pe=learned", "data.task.positions=coupled"))
+    assert plain != coupled
+
+
+def test_a_run_written_before_a_key_resumes_at_its_implied_value():
+    current = resolved("data=addition")
+    older = resolved("data=addition")
+    del older["data"]["task"]["positions"], older["pe"]["start_offset"]
+    assert config_differences(older, current) == []
+    assert measured_identity(older) == measured_identity(current)

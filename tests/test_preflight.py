@@ -41,6 +41,7 @@ REFUSALS = [
     Refusal("eval.samples=0", "eval.samples must be a positive integer, got 0"),
     Refusal("eval.decoding=beam", "eval.decoding must be one of teacher_forced, greedy"),
     Refusal("eval.plot_dpi=0", "eval.plot_dpi must be a positive integer, got 0"),
+    Refusal("eval.plot_formats=[jpg]", "eval.plot_formats must be a non-empty list of distinct"),
     Refusal("eval.lengths=[16,0]", "eval.lengths must hold positive integers", built=True),
     Refusal("model.n_heads=3", "model.d_model must be divisible by model.n_heads", built=True),
     Refusal("model.dropout=1.0", "model.dropout must be a number in [0.0, 1.0)", built=True),

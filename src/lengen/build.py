@@ -88,8 +88,16 @@ def build_data(cfg: DictConfig):
         train_positions=data.max_position(data.train_len),
         max_positions=max(data.max_position(length) for length in lengths),
         **({"axes": data.axes} if data.axes > 1 else {}),
+        # a sequence task that gives each token its position (data.task.positions)
+        **({"task_positions": True} if supplies_positions(data) else {}),
     )
     return data, lengths, positions
+
+
+def supplies_positions(data) -> bool:
+    """Whether the data's task gives each token of a sequence its position (the task option
+    ``data.task.positions``: position coupling, Abacus), which the encoding then reads."""
+    return bool(getattr(getattr(data, "task", None), "supplies_positions", False))
 
 
 def build(cfg: DictConfig, *, meta: bool = False):

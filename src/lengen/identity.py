@@ -47,6 +47,15 @@ RESUME_MAY_CHANGE = (
     "eval",
 )
 
+#: Keys added after runs were written, each with the value that does what those runs did (the
+#: key's default). At that value a key counts as absent in every rule here (``run_id``,
+#: ``config_differences``, ``measured_identity``), so the directory names, resumptions and
+#: averaging groups of older runs stay as they were; another value counts as usual.
+IMPLIED_BEFORE = {
+    "pe.start_offset": 0,  # task positions (#31): no random start offset
+    "data.task.positions": "index",  # addition (#31): positions 0 … T−1, as before the key
+}
+
 #: Keys a resumed run may also change that stay in ``run_id`` all the same: the directory names
 #: of existing sweeps hash them, so they keep naming those directories
 RESUME_ALSO_MAY_CHANGE = (
@@ -61,6 +70,7 @@ EVALUATION_MAY_CHANGE = (
     "eval.factors",
     "eval.max_tokens_per_batch",
     "eval.plot_dpi",
+    "eval.plot_formats",  # the formats figures are written in: no number changes
     "eval.ratio_thresholds",  # ρ_τ is derived from the rows; aggregation recomputes it
     "eval.diagnostics",  # attention statistics beside the rows, which they never change
     "eval.diagnostics_samples",
@@ -100,6 +110,7 @@ AVERAGED_MAY_DIFFER = (
     "eval.ratio_thresholds",  # which ρ_τ results.json reports: no row changes
     "eval.diagnostics",  # attention statistics beside the rows (tested: rows identical)
     "eval.diagnostics_samples",
+    "eval.plot_formats",  # the formats figures are written in: no number changes
 )
 
 
@@ -135,6 +146,13 @@ def run_id(cfg) -> str:
         # is left out, so the ids of runs from before the key existed stay as they were
         if isinstance(node, dict) and (key != "data.seed" or node.get(leaf) is None):
             node.pop(leaf, None)
+    for key, implied in IMPLIED_BEFORE.items():
+        parent, _, leaf = key.rpartition(".")
+        node = container
+        for part in parent.split("."):
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict) and leaf in node and node[leaf] == implied:
+            del node[leaf]
     # the directory names of existing sweeps depend on this exact text: keep its form
     text = json.dumps(container, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
@@ -143,7 +161,7 @@ def run_id(cfg) -> str:
 def config_differences(saved: dict, current: dict) -> list[str]:
     """Keys whose values differ between two resolved configs, except RESUME_MAY_CHANGE, each as
     ``key (before -> after)``; [] when both train the same thing."""
-    before, after = _flat_config(saved), _flat_config(current)
+    before, after = _without_implied(_flat_config(saved)), _without_implied(_flat_config(current))
     changed = []
     for key in sorted(set(before) | set(after)):
         if named_by(key, RESUME_MAY_CHANGE + RESUME_ALSO_MAY_CHANGE):
@@ -153,6 +171,11 @@ def config_differences(saved: dict, current: dict) -> list[str]:
         if before.get(key, "<absent>") != after.get(key, "<absent>"):
             changed.append(f"{key} ({before.get(key, '<absent>')} -> {after.get(key, '<absent>')})")
     return changed
+
+
+def _without_implied(flat: dict) -> dict:
+    """A flat config without the ``IMPLIED_BEFORE`` keys that hold their implied value."""
+    return {k: v for k, v in flat.items() if k not in IMPLIED_BEFORE or v != IMPLIED_BEFORE[k]}
 
 
 def _flat_config(config) -> dict:
@@ -172,7 +195,7 @@ def measured_identity(
     to its own seed's directory); where it cannot (None), the path itself counts."""
     flat = {
         key: value
-        for key, value in flatten(config).items()
+        for key, value in _without_implied(flatten(config)).items()
         if value is not None and not named_by(key, ignored)
     }
     if flat.get("init_from"):

@@ -46,6 +46,8 @@ WANDB_MODES = ("offline", "online", "disabled")
 #: ``resume``: false (a fresh run), true (continue an interrupted run), auto (continue it if it
 #: has a checkpoint, start it otherwise, report it done if finished: sweeps that fill gaps)
 RESUME_MODES = (False, True, "auto")
+#: ``eval.plot_formats``: what run figures can be written as
+PLOT_FORMATS = ("png", "pdf", "svg")
 
 
 # -- rules of the run's keys ---------------------------------------------------------------
@@ -87,6 +89,18 @@ def _ratio_thresholds(key: str, value):
     if not (ok and all(0 < t <= 1 for t in value)):
         raise ValueError(f"{key} must be a non-empty list of numbers in (0, 1], got {value!r}")
     return tuple(float(t) for t in value)
+
+
+def _plot_formats(key: str, value):
+    """``eval.plot_formats``: a non-empty list of distinct formats every run figure is
+    written in."""
+    ok = is_list(value) and len(value) > 0 and len(set(value)) == len(value)
+    if not (ok and all(v in PLOT_FORMATS for v in value)):
+        raise ValueError(
+            f"{key} must be a non-empty list of distinct formats from "
+            f"{', '.join(PLOT_FORMATS)}, got {value!r}"
+        )
+    return tuple(value)
 
 
 def _resume(key: str, value):
@@ -259,6 +273,8 @@ class EvalOptions(Options):
     decoding: str = option("teacher_forced", one_of(*PROTOCOLS))
     position_draws: int = option(10, integer())
     plot_dpi: int = option(200, integer_in(1, 1200))  # beyond: a figure of GiBs (#34)
+    #: the formats each run figure is written in (PNG at plot_dpi; PDF and SVG are vector)
+    plot_formats: list[str] = option(("png", "pdf"), _plot_formats)
     #: attention statistics per length, layer and head in results.json (docs/analysis.md)
     diagnostics: bool = option(True, flag())
     #: instances per length the attention diagnostics look at (the first evaluated ones)

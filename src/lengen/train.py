@@ -269,6 +269,7 @@ def evaluate_and_write(
     ``results.<tag>.json`` for eval.py); print the table."""
     from lengen.evaluation import evaluate
     from lengen.plots import plot_extrapolation
+    from lengen.plots.common import figure_output
     from lengen.results import (
         build_results,
         format_ratios,
@@ -309,7 +310,7 @@ def evaluate_and_write(
     )
     plot_path = directory.path / f"extrapolation{suffix}.png"  # and .pdf beside it
     try:
-        plot_extrapolation(results, plot_path, dpi=cfg.eval.get("plot_dpi"))
+        plot_extrapolation(results, plot_path, **figure_output(cfg.eval))
     except Exception as error:  # noqa: BLE001 - a figure is optional; the measurements are not
         note = f"figure {plot_path.name} not written ({type(error).__name__}: {error})"
         results.setdefault("warnings", []).append(note)

@@ -73,11 +73,18 @@ def test_text_windows_get_diagnostics(corpus):
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    """A debug=fast run of the default experiment at lengths 4 and 8."""
+    """A debug=fast run of the default experiment at lengths 4 and 8, with the default figure
+    formats (debug=fast alone writes PNG only)."""
     from lengen.train import run
 
     run_dir = tmp_path_factory.mktemp("run")
-    run(compose_train("data.len=4", "eval.lengths=[4,8]", "model.d_model=32"), run_dir=run_dir)
+    overrides = (
+        "data.len=4",
+        "eval.lengths=[4,8]",
+        "model.d_model=32",
+        "eval.plot_formats=[png,pdf]",
+    )
+    run(compose_train(*overrides), run_dir=run_dir)
     return run_dir
 
 

@@ -286,7 +286,20 @@ def test_a_run_writes_its_figure_at_eval_plot_dpi(tmp_path, single_thread):
     assert png_size(tmp_path / "extrapolation.png") == png_size(
         tmp_path / "again" / "extrapolation.png"
     )
-    assert (tmp_path / "extrapolation.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_a_run_writes_every_figure_in_eval_plot_formats_only(tmp_path, single_thread):
+    from lengen.train import run
+
+    cfg = compose_train(
+        "data.len=4", "eval.lengths=[4,8]", "model.d_model=32", "eval.plot_formats=[svg]"
+    )
+    run(cfg, run_dir=tmp_path)
+    figures = {p.suffix for p in tmp_path.iterdir() if p.suffix in (".png", ".pdf", ".svg")}
+    names = {p.stem for p in tmp_path.glob("*.svg")}
+    assert figures == {".svg"}
+    assert {"extrapolation", "accuracy_by_position"} <= names
+    assert any(name.startswith("attention_diagnostics") for name in names)
 
 
 # -- attention on a grid (issue #33 item 5) ----------------------------------------------------

@@ -191,10 +191,10 @@ class TaskData:
             )
         if task.model_kinds is not None and model_kind not in task.model_kinds:
             allowed = ", ".join(f"model={kind}" for kind in task.model_kinds)
-            raise ValueError(
-                f"model={model_kind}: task {task.name} has positions on {task.axes} axes (a "
-                f"grid task, answers read bidirectionally); allowed: {allowed}"
+            reason = task.model_kinds_reason or (
+                f"has positions on {task.axes} axes (a grid task, answers read bidirectionally)"
             )
+            raise ValueError(f"model={model_kind}: task {task.name} {reason}; allowed: {allowed}")
         #: the options, checked (``TaskDataOptions``)
         self.cfg = self.Options.for_task(task, options)
         self.cfg.check(task, max_steps)
@@ -409,11 +409,13 @@ class TaskData:
             "symbols": {str(N_SPECIAL + i): name for i, name in enumerate(task.vocab)},
             "answer_symbols": [task.vocab[i] for i in task.answer_symbols],
             "answer_format": task.answer_format,
-            "scored": "every answer position (padding END symbols included)",
+            "scored": task.scored,
+            "tagged": task.tagged,
             "chance_accuracy": task.chance_accuracy,
             "example": {
                 "input": [task.vocab[i] for i in example[0].tolist()],
-                "answer": [task.vocab[i] for i in answer[0].tolist()],
+                # tagged tasks: None where the position is not scored (−1)
+                "answer": [task.vocab[i] if i >= 0 else None for i in answer[0].tolist()],
             },
             "seed": self.seed,
             "eval_seed": self.eval_seed,

@@ -55,11 +55,12 @@ def evaluate(
             evaluated=settings.samples,
         )
         if output_dir is not None and sections["attention_diagnostics"]["lengths"]:
+            from lengen.plots.common import figure_output
             from lengen.plots.run import plot_attention_diagnostics
 
             stem = Path(output_dir) / f"attention_diagnostics{tag}"
             diagnostics = sections["attention_diagnostics"]
-            plot_attention_diagnostics(diagnostics, stem, dpi=settings.get("plot_dpi"))
+            plot_attention_diagnostics(diagnostics, stem, **figure_output(settings))
     if report is not None:
         report.update(sections)
     return rows

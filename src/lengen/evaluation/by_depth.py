@@ -79,13 +79,14 @@ def depth_report(
     }
 
 
-def write_depth_report(
-    report: dict, output_dir: Path, tag: str = "", dpi: int | None = None
-) -> None:
-    """``accuracy_by_depth<tag>.json`` and its heatmap, both written atomically."""
+def write_depth_report(report: dict, output_dir: Path, tag: str = "", settings=None) -> None:
+    """``accuracy_by_depth<tag>.json`` and its heatmap, both written atomically; ``settings``:
+    the run's ``eval`` node (its figure keys), None for the defaults."""
     from lengen.atomic import atomic_write
     from lengen.plots import plot_depth_heatmap
+    from lengen.plots.common import figure_output
 
     stem = f"accuracy_by_depth{tag}"  # tag: "" or ".<tag>" (eval.py)
     atomic_write(output_dir / f"{stem}.json", json.dumps(report, indent=2) + "\n")
-    plot_depth_heatmap(report, output_dir / f"{stem}.png", dpi=dpi)  # and the .pdf beside it
+    figures = figure_output(settings or {})
+    plot_depth_heatmap(report, output_dir / f"{stem}.png", **figures)  # and the .pdf beside it

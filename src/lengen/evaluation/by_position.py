@@ -27,10 +27,16 @@ from lengen.data.source import IGNORE
 MAX_POSITIONS = 256
 
 
-def teacher_forced_correct(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+def teacher_forced_correct(
+    logits: Tensor, targets: Tensor, start: int | None = None
+) -> tuple[Tensor, Tensor]:
     """logits (B, T, V), targets (B, T) -> (correct, scored), each (B, m) over the answer
-    columns (the scored columns of the batch's shared layout)."""
-    columns = (targets[0] != IGNORE).nonzero().flatten()  # (m,)
+    columns (the scored columns of the batch's shared layout; tagged tasks, ``start`` given:
+    every column from ``start`` on, where each row scores only some)."""
+    if start is None:
+        columns = (targets[0] != IGNORE).nonzero().flatten()  # (m,)
+    else:
+        columns = torch.arange(start, targets.shape[1], device=targets.device)  # (m,)
     scored = (targets != IGNORE)[:, columns]  # (B, m)
     correct = (logits.argmax(-1) == targets)[:, columns] & scored
     return correct, scored

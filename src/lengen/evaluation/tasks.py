@@ -17,6 +17,9 @@ Two protocols (``eval.decoding``), recorded in each row's ``protocol``:
   encodes x once and generates m target tokens after BOS; ``encoder`` reads its m answer slots in
   one bidirectional pass, where nothing depends on earlier outputs, so its greedy answer is the
   argmax at the slots and its rows equal teacher-forced ones (recorded as ``greedy`` all the same).
+  Tagged tasks (``layout.format_tagged``) on a decoder or encoder read their answers at the
+  input tokens and feed none back, so greedy is the argmax at the tokens there too, and equals
+  teacher forcing; only their scored positions count in either protocol.
 
   Since decoding scores the function teacher forcing scores (same positions, same length-dependent
   factors; ``lengen.model.cache``), a greedy answer is entirely right exactly when every
@@ -41,6 +44,7 @@ import torch
 from torch import Tensor
 
 from lengen.checks import EvaluationOutOfMemory
+from lengen.data.layout import tagged_answer_start
 from lengen.data.source import mix_seed
 from lengen.data.task_data import IGNORE, TaskData, max_position, sequence_length
 from lengen.evaluation.by_position import PositionTally, position_section, teacher_forced_correct
@@ -59,18 +63,27 @@ def answer_span(targets: Tensor) -> tuple[int, int]:
 
 
 @torch.no_grad()
-def greedy_generate(model: torch.nn.Module, inputs: dict, targets: Tensor) -> Tensor:
+def greedy_generate(
+    model: torch.nn.Module, inputs: dict, targets: Tensor, start: int | None = None
+) -> Tensor:
     """Greedy answers (B, m) for one batch, decoded with the key/value cache.
 
     ``inputs`` are the teacher-forced inputs of the batch (``format_batch``); only their prompt
-    part is read. One step per answer token, for the whole batch at once.
+    part is read. One step per answer token, for the whole batch at once. ``start`` (tagged
+    tasks on a decoder or encoder, ``layout.tagged_answer_start``): the answers are read at
+    the input tokens, none is fed back, so the answer is the argmax of one pass from there.
     """
+    if start is not None:
+        return model(**inputs)[:, start:].argmax(-1)
     start, answer_length = answer_span(targets)
     if model.kind == "encoder":  # the answer slots (grids: cells) are read in one pass
         return model(**inputs)[:, start:].argmax(-1)
     if model.kind == "decoder":
         tokens = inputs["tokens"]  # (B, N): BOS x SEP y1 … y(m−1)
-        cache = model.new_cache(tokens.shape[1])
+        # a task's own positions (N,) are known from its layout before generation (passed only
+        # where given: a model of one's own may take new_cache(total_length) alone)
+        given = {"positions": inputs["positions"]} if "positions" in inputs else {}
+        cache = model.new_cache(tokens.shape[1], **given)
         prompt = tokens[:, : start + 1]  # BOS x SEP: the last prompt token predicts y1
     elif model.kind == "encoder_decoder":
         tokens = inputs["tgt"]  # (B, m): BOS y1 … y(m−1)
@@ -88,10 +101,14 @@ def greedy_generate(model: torch.nn.Module, inputs: dict, targets: Tensor) -> Te
     return torch.stack(generated, dim=1)  # (B, m)
 
 
-def greedy_correct(model: torch.nn.Module, inputs: dict, targets: Tensor) -> Tensor:
-    """Whether each generated answer token equals the answer's -> (B, m) bool."""
-    start, _ = answer_span(targets)
-    return greedy_generate(model, inputs, targets) == targets[:, start:]  # (B, m)
+def greedy_correct(
+    model: torch.nn.Module, inputs: dict, targets: Tensor, start: int | None = None
+) -> Tensor:
+    """Whether each generated answer token equals the answer's -> (B, m) bool (unscored
+    positions of tagged tasks: False)."""
+    generated = greedy_generate(model, inputs, targets, start)
+    start = answer_span(targets)[0] if start is None else start
+    return generated == targets[:, start:]  # (B, m)
 
 
 def greedy_stats(
@@ -100,17 +117,21 @@ def greedy_stats(
     targets: Tensor,
     logits: Tensor,
     correct: Tensor | None = None,
+    scored: Tensor | None = None,
 ) -> dict[str, float]:
     """Summed statistics of one batch under greedy decoding; ``logits`` (B, T, V), the
     teacher-forced forward pass of the batch, gives the loss; ``correct`` (B, m), the batch's
-    ``greedy_correct`` where the caller has it."""
+    ``greedy_correct`` where the caller has it; ``scored`` (B, m), the answer positions that
+    count (tagged tasks score some; None: all)."""
     if correct is None:
         correct = greedy_correct(model, inputs, targets)  # (B, m)
+    if scored is None:
+        scored = torch.ones_like(correct)
     return {
         "loss_sum": float(loss_sum(logits, targets)),
-        "tokens": float(correct.numel()),
-        "correct_tokens": float(correct.sum()),
-        "exact": float(correct.all(-1).sum()),
+        "tokens": float(scored.sum()),
+        "correct_tokens": float((correct & scored).sum()),
+        "exact": float((correct | ~scored).all(-1).sum()),
         "examples": float(targets.shape[0]),
     }
 
@@ -149,10 +170,11 @@ def evaluate_task(
     if report is not None:
         report["accuracy_by_answer_position"] = section
     if output_dir is not None and tallies:
+        from lengen.plots.common import figure_output
         from lengen.plots.run import plot_position_heatmap
 
         stem = Path(output_dir) / f"accuracy_by_position{tag}"
-        plot_position_heatmap(section, stem, dpi=settings.get("plot_dpi"))
+        plot_position_heatmap(section, stem, **figure_output(settings))
     if output_dir is not None and data.locates_answer:
         from lengen.evaluation.by_depth import depth_report, write_depth_report
 
@@ -163,7 +185,7 @@ def evaluate_task(
             samples=settings.samples,
             max_tokens_per_batch=settings.max_tokens_per_batch,
         )
-        write_depth_report(report, Path(output_dir), tag, dpi=settings.get("plot_dpi"))
+        write_depth_report(report, Path(output_dir), tag, settings)
     return rows
 
 
@@ -196,6 +218,9 @@ def score_lengths(
     ]
     draws = position_draws if drawing else 1
     rows = []
+    # tagged tasks read answers at the input tokens (none fed back; layout.format_tagged)
+    reads_at_tokens = data.task.tagged and data.model_kind != "encoder_decoder"
+    start = tagged_answer_start(data.model_kind) if reads_at_tokens else None
     mode, label = as_mode(progress)
     lengths = each(sorted(set(lengths)), desc="evaluate", unit="length", mode=mode, label=label,
                    cost=lambda length: length)  # fmt: skip
@@ -210,11 +235,14 @@ def score_lengths(
                 model_inputs = {k: v.to(device) for k, v in batch["inputs"].items()}
                 targets = batch["targets"].to(device)
                 logits = model(**model_inputs)
-                tally.add("teacher_forced", *teacher_forced_correct(logits, targets))
+                tally.add("teacher_forced", *teacher_forced_correct(logits, targets, start))
                 if protocol == "greedy":
-                    correct = greedy_correct(model, model_inputs, targets)  # (B, m)
-                    tally.add("greedy", correct, torch.ones_like(correct))
-                    add_stats(totals, greedy_stats(model, model_inputs, targets, logits, correct))
+                    correct = greedy_correct(model, model_inputs, targets, start)  # (B, m)
+                    first = answer_span(targets)[0] if start is None else start
+                    scored = targets[:, first:] != IGNORE  # (B, m)
+                    tally.add("greedy", correct & scored, scored)
+                    stats = greedy_stats(model, model_inputs, targets, logits, correct, scored)
+                    add_stats(totals, stats)
                 else:
                     add_stats(totals, batch_stats(logits, targets))
             return totals, batch, tally
@@ -285,18 +313,20 @@ def over_draws(per_draw: list[dict[str, float]]) -> dict:
 
 def constant_baseline(answers: Tensor) -> tuple[float, float]:
     """(per-token accuracy, exact match) of the best constant predictor on these answers
-    (N, m): the most frequent symbol at each answer position, fitted on the same instances.
+    (N, m): the most frequent symbol at each answer position, fitted on the same instances;
+    tagged tasks' unscored positions (−1) are left out of both.
 
     This is the trivial predictor a model must beat, not uniform chance: in bucket sort, for
     instance, the most frequent symbol per position is right far more often than 1/|symbols|.
     """
     answers = answers.long()
-    n_symbols = int(answers.max()) + 1
+    scored = answers >= 0  # (N, m)
+    n_symbols = max(int(answers.max()) + 1, 1)
     counts = torch.zeros(answers.shape[1], n_symbols, dtype=torch.long)  # (m, V)
-    counts.scatter_add_(1, answers.t(), torch.ones_like(answers.t()))
+    counts.scatter_add_(1, answers.clamp(min=0).t(), scored.long().t())
     top, mode = counts.max(dim=1)  # (m,) each
-    accuracy = float(top.sum()) / answers.numel()
-    exact = float((answers == mode).all(dim=1).float().mean())
+    accuracy = float(top.sum()) / max(int(scored.sum()), 1)
+    exact = float(((answers == mode) | ~scored).all(dim=1).float().mean())
     return accuracy, exact
 
 

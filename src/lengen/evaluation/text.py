@@ -95,7 +95,7 @@ def evaluate_text(
         by_position[length] = position
     if output_dir is not None:
         write_position_report(Path(output_dir), tag, by_position, rows, data.train_len, protocol,
-                              dpi=settings.get("plot_dpi"))  # fmt: skip
+                              settings)  # fmt: skip
     return rows
 
 
@@ -169,12 +169,13 @@ def score_windows(data: TextData, model, length, stride, n_targets, per_batch, p
 
 
 def write_position_report(
-    output_dir: Path, tag, by_position, rows, train_len, protocol, dpi: int | None = None
+    output_dir: Path, tag, by_position, rows, train_len, protocol, settings=None
 ) -> None:
     """``loss_by_position<tag>.json`` (mean loss and count per window position, per length)
     and its plot. Position p is the (p+1)-th token of a window: it sees p tokens of context."""
     from lengen.atomic import atomic_write
     from lengen.plots import plot_loss_by_position
+    from lengen.plots.common import figure_output
 
     strides = {row["length"]: row["stride"] for row in rows}
     report = {
@@ -192,4 +193,5 @@ def write_position_report(
         },
     }
     atomic_write(output_dir / position_name(tag, "json"), json.dumps(report) + "\n")
-    plot_loss_by_position(report, output_dir / position_name(tag, "png"), dpi=dpi)  # + .pdf
+    figures = figure_output(settings or {})  # the run's eval.plot_dpi / plot_formats
+    plot_loss_by_position(report, output_dir / position_name(tag, "png"), **figures)

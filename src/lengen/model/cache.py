@@ -2,7 +2,8 @@
 
 **What cached decoding computes.** A decoded sequence of N tokens (a task's prompt plus its
 answer, whose length the task fixes) is scored as one full forward pass over all N tokens would
-score it: the positions are ``pe.positions(N)`` (a fixed random subset under
+score it: the positions are the task's own when it supplies them (the batch's
+``inputs["positions"]``), else ``pe.positions(N)`` (a fixed random subset under
 ``pe.randomized``), and everything an encoding derives from the whole pass uses all N
 positions: dynamic-NTK RoPE's ℓ = largest position + 1, xPos's centre. The log-length
 temperature is per query in causal attention (``pe.query_scale``: query t sees t + 1 keys,
@@ -145,6 +146,9 @@ class DecodingCache:
         n_layers: blocks in the stack.
         total_length: N, the length of the whole sequence (prompt and answer).
         memory: (B, S, D) encoder output for a decoder with cross-attention, else None.
+        positions: (N,) the task's positions of the whole sequence (position coupling, Abacus:
+            known from the layout before generation), used as given (evaluation adds no start
+            offset); None: ``pe.positions(N)``.
     """
 
     def __init__(
@@ -154,12 +158,24 @@ class DecodingCache:
         total_length: int,
         device: torch.device | None = None,
         memory: Tensor | None = None,
+        positions: Tensor | None = None,
     ) -> None:
-        self.positions = pe.positions(total_length, device)  # (N,), decided once for all steps
+        if positions is None:
+            positions = pe.positions(total_length, device)  # (N,), decided once for all steps
+        elif len(positions) != total_length:
+            raise ValueError(
+                f"cached decoding: {len(positions)} positions given for {total_length} tokens"
+            )
+        self.positions = positions if device is None else positions.to(device)  # (N,)
+        #: what attention reads (keys fill them): the same but for Abacus (token indices)
+        self.attention_positions = pe.attention_positions(self.positions)  # (N,)
         self.pe = pe
         # per layer: a schedule (lengen.pe.schedule) may rotate differently in each
         self.layers = [
-            LayerCache(self.positions, rotation_is_local(pe.for_layer(index), self.positions))
+            LayerCache(
+                self.attention_positions,
+                rotation_is_local(pe.for_layer(index), self.attention_positions),
+            )
             for index in range(n_layers)
         ]
         self.memory = memory
@@ -169,11 +185,13 @@ class DecodingCache:
     def total_length(self) -> int:
         return len(self.positions)
 
-    def next_positions(self, count: int) -> Tensor:
-        """Positions of the next ``count`` tokens -> (count,)."""
+    def next_positions(self, count: int, attention: bool = False) -> Tensor:
+        """Positions of the next ``count`` tokens -> (count,): those the embedding reads, or
+        with ``attention`` those the attention hooks read (``pe.attention_positions``)."""
         stop = self.length + count
         if stop > self.total_length:
             raise ValueError(
                 f"cached decoding: {stop} tokens fed to a cache sized for {self.total_length}"
             )
-        return self.positions[self.length : stop]
+        positions = self.attention_positions if attention else self.positions
+        return positions[self.length : stop]

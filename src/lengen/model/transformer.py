@@ -90,6 +90,13 @@ class Stack(nn.Module):
         # every layer's encoding (a schedule gives each layer its own)
         for index in range(n_layers):
             choose_kernel(self.pe.for_layer(index), attention, training=True, dropout=dropout)
+        if self.pe.context.task_positions and not self.pe.reads_positions:
+            raise ValueError(
+                f"data.task.positions: pe={type(self.pe).__name__} reads no positions, so the "
+                f"task's positions would change nothing (it trains as data.task.positions=index); "
+                f"allowed: an encoding that embeds, rotates or biases by position (learned, "
+                f"sinusoidal, rope, alibi, t5, kerple, sandwich, fire, …)"
+            )
         self.dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
             Block(d_model, n_heads, d_ff, dropout, causal, cross_attention, attention)
@@ -111,27 +118,38 @@ class Stack(nn.Module):
     ) -> Tensor:
         # x: (B, T, D) token embeddings; positions: (T,), by default the PE's (0 … T−1, or a
         # random subset under pe.randomized); on grids (T, A) from the batch, −1 rows for
-        # tokens without a grid position
+        # tokens without a grid position; a sequence task's own (T,) (position coupling,
+        # Abacus), shifted by a random start offset in training (pe.start_offset)
         if cache is not None:
             return self._forward_cached(x, cache)
         if positions is None:
             positions = self.pe.positions(x.shape[1], x.device)
+        elif positions.ndim == 1:
+            positions = self.pe.shift_task_positions(positions)
         x = self.dropout(self.pe.embed(x, positions))
+        positions = self.pe.attention_positions(positions)  # the same, but for Abacus's base
         for index, block in enumerate(self.blocks):
             x = block(x, self.pe.for_layer(index), positions, memory)
         return self.norm(x)
 
-    def new_cache(self, total_length: int, memory: Tensor | None = None) -> DecodingCache:
-        """Empty decoding state for a sequence of ``total_length`` tokens (causal stacks)."""
+    def new_cache(
+        self, total_length: int, memory: Tensor | None = None, positions: Tensor | None = None
+    ) -> DecodingCache:
+        """Empty decoding state for a sequence of ``total_length`` tokens (causal stacks);
+        ``positions`` (N,): the task's positions of the whole sequence, known from its layout
+        before generation (None: the encoding's)."""
         if not self.causal:
             raise ValueError("cached decoding needs a causal stack (decoder), not an encoder")
         device = self.norm.weight.device
-        return DecodingCache(self.pe, len(self.blocks), total_length, device, memory)
+        return DecodingCache(
+            self.pe, len(self.blocks), total_length, device, memory, positions=positions
+        )
 
     def _forward_cached(self, x: Tensor, cache: DecodingCache) -> Tensor:
         # x: (B, T, D) embeddings of the next T tokens -> (B, T, D)
         positions = cache.next_positions(x.shape[1])  # (T,)
         x = self.dropout(self.pe.embed(x, positions))
+        positions = cache.next_positions(x.shape[1], attention=True)  # (T,)
         for index, (block, layer) in enumerate(zip(self.blocks, cache.layers, strict=True)):
             x = block(x, cache.pe.for_layer(index), positions, cache.memory, layer)
         cache.length += x.shape[1]
@@ -221,9 +239,10 @@ class DecoderOnly(_Transformer):
         # tokens: (B, T) -> logits (B, T, V)
         return self.project(self.stack(self.embed(tokens), positions))
 
-    def new_cache(self, total_length: int) -> DecodingCache:
-        """Decoding state for a sequence of ``total_length`` tokens (see ``decode``)."""
-        return self.stack.new_cache(total_length)
+    def new_cache(self, total_length: int, positions: Tensor | None = None) -> DecodingCache:
+        """Decoding state for a sequence of ``total_length`` tokens (see ``decode``);
+        ``positions`` (N,): the task's positions of all N tokens (the batch's), if it has them."""
+        return self.stack.new_cache(total_length, positions=positions)
 
     def decode(self, tokens: Tensor, cache: DecodingCache) -> Tensor:
         """Logits of the next tokens (B, T) -> (B, T, V), given the earlier ones in ``cache``.
@@ -270,11 +289,16 @@ class EncoderDecoder(_Transformer):
         return self.project(self.decoder(self.embed(tgt), tgt_positions, memory))
 
     def new_cache(
-        self, total_length: int, src: Tensor, src_positions: Tensor | None = None
+        self,
+        total_length: int,
+        src: Tensor,
+        src_positions: Tensor | None = None,
+        tgt_positions: Tensor | None = None,
     ) -> DecodingCache:
-        """Encode ``src`` (B, S) once; decoding state for a ``total_length``-token target."""
+        """Encode ``src`` (B, S) once; decoding state for a ``total_length``-token target
+        (``tgt_positions`` (N,): the task's target positions, if it has them)."""
         memory = self.encoder(self.embed(src), src_positions)  # (B, S, D)
-        return self.decoder.new_cache(total_length, memory)
+        return self.decoder.new_cache(total_length, memory, positions=tgt_positions)
 
     def decode(self, tgt: Tensor, cache: DecodingCache) -> Tensor:
         """Logits of the next target tokens (B, T) -> (B, T, V); see ``DecoderOnly.decode``."""

@@ -34,6 +34,12 @@ the softmax (GitHub issue #28), and also default to no-ops:
   queries). ``lengen.model.kernels.choose_kernel`` sends such an encoding to its own path,
   ``encoding``; no other kernel sees it.
 
+**Task-supplied positions** (``inputs["positions"]`` (T,) from a sequence task: position
+coupling, Abacus; docs/pe.md): the stack passes them to the hooks instead of ``positions()``,
+after ``shift_task_positions`` (the random start offset, ``start_offset``, in training only);
+``attention_positions`` lets an encoding give attention other positions than its embedding
+reads (Abacus: its base encoding's token indices; every other encoding: the same).
+
 Every hook defaults to a no-op, so NoPE is this base class itself. The model calls all hooks
 unconditionally; the attention layer asks ``has_bias`` (and ``has_contextual``,
 ``has_attention``) to pick its kernel.
@@ -90,7 +96,7 @@ class PositionalEncoding(nn.Module):
     """No positional information (NoPE); the base class of every encoding.
 
     Built from keywords: the run's (``EncodingContext``: ``d_model``, ``n_heads``, ``causal``,
-    ``train_positions``, ``max_positions``, ``axes``, ``n_layers``; the model and
+    ``train_positions``, ``max_positions``, ``axes``, ``n_layers``, ``task_positions``; the model and
     ``lengen.build`` pass them) and the encoding's options, the fields of its config class
     ``Options`` (``lengen.pe.options``; each option's default and allowed values are written
     there once). The options every encoding takes:
@@ -108,6 +114,8 @@ class PositionalEncoding(nn.Module):
         ssmax, ssmax_init: Scalable-Softmax, logits × s·log n with s learned per layer and head
             (``lengen.pe.temperature``; ``for_layer`` gives each layer its s).
         attn_temperature_tuning, floor_scale, attn_scale: Llama 4's query temperature.
+        start_offset: task-supplied positions >= 1 shifted by one k in 0 … start_offset per
+            training pass (``shift_task_positions``); refused without task positions.
 
     With ``axes`` > 1 positions are (T, A) integer coordinates, a row of −1s meaning "no
     position" (a readout slot), and ``train_positions`` / ``max_positions`` are per-axis
@@ -227,6 +235,40 @@ class PositionalEncoding(nn.Module):
             return torch.arange(length, device=device)
         chosen = torch.randperm(self.cfg.max_position, generator=generator)[:length]
         return chosen.sort().values.to(device)
+
+    def shift_task_positions(self, positions: Tensor) -> Tensor:
+        """Task-supplied positions (T,) as this pass reads them -> (T,) int64.
+
+        Training with ``start_offset`` adds one k, uniform in 0 … start_offset, to every
+        position >= 1; position 0 (BOS, a non-digit) stays. One k per forward pass, so the
+        batch's rows share it (lengen shares positions across a batch); the references draw
+        per instance (position coupling's dataset ``__getitem__``) or per batch (Abacus's
+        ``random.randint`` in ``forward``), docs/pe.md. Evaluation adds none, as both
+        references evaluate at their base positions. k comes from the global RNG, which
+        training seeds per step (``lengen.lit``)."""
+        if not (self.training and self.cfg.start_offset):
+            return positions
+        k = int(torch.randint(0, self.cfg.start_offset + 1, ()))
+        return torch.where(positions >= 1, positions + k, positions)
+
+    def attention_positions(self, positions: Tensor) -> Tensor:
+        """The positions the attention hooks (``rotate``, ``score_bias``) read, given those
+        ``embed`` reads (T,) -> (T,): the same (the default). An encoding whose embedding reads
+        the task's positions while attention keeps token indices (Abacus over a base encoding)
+        returns those indices. Called once per forward pass and once per decoding cache."""
+        return positions
+
+    @property
+    def reads_positions(self) -> bool:
+        """Whether the positions passed to the hooks reach the output: an added embedding, a
+        rotation or a logit bias, in this encoding or any layer's (schedules). CoPE, FoX,
+        stick-breaking, PaTH and NoPE read none: task positions would change nothing."""
+
+        def reads(encoding: PositionalEncoding) -> bool:
+            cls, base = type(encoding), PositionalEncoding
+            return encoding.has_bias or cls.embed is not base.embed or cls.rotate is not base.rotate
+
+        return reads(self) or any(reads(self.for_layer(i)) for i in range(self.n_layers))
 
     def relative_distance(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         """Signed distance "query − key" of broadcastable integer positions -> int64.

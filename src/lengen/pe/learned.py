@@ -86,8 +86,11 @@ class Learned(PositionalEncoding):
         # initialisation) is what it was: the same seed gives the same model
         full = nn.Embedding(rows, self.d_model)
         nn.init.normal_(full.weight, std=init_std or self.d_model**-0.5)
-        # rows training reaches: all of [0, max_position) under randomized positions
+        # rows training reaches: all of [0, max_position) under randomized positions; task
+        # positions shifted by up to pe.start_offset reach start_offset rows more
         reachable = self.cfg.max_position if self.cfg.randomized else self.train_positions
+        if not self.cfg.randomized and reachable is not None:
+            reachable += self.cfg.start_offset
         derived = policy == "extend" and self.cfg.table_size is None and reachable is not None
         kept = min(rows, reachable) if derived else rows
         self.table = nn.Embedding(kept, self.d_model, _weight=full.weight.detach()[:kept].clone())

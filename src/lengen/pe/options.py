@@ -67,6 +67,9 @@ class EncodingContext:
     max_positions: int | None = None
     axes: int = 1
     n_layers: int = 1
+    #: the task gives each token its position (``inputs["positions"]`` (T,): position
+    #: coupling, Abacus; ``lengen.data.tasks.arithmetic``) instead of the index 0 … T−1
+    task_positions: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -120,6 +123,10 @@ class EncodingOptions(Options):
     attn_temperature_tuning: bool = option(False, flag())
     floor_scale: int = option(8192, integer())
     attn_scale: float = option(0.1, number(at_least=0))
+    #: random start offset of task-supplied positions (position coupling, Abacus): training
+    #: adds k, uniform in 0 … start_offset and drawn per batch, to every task position >= 1
+    #: (position 0, BOS or a non-digit, stays); evaluation adds none (``lengen.pe.base``)
+    start_offset: int = option(0, integer(minimum=0))
 
     @classmethod
     def option_names(cls) -> list[str]:
@@ -128,8 +135,13 @@ class EncodingOptions(Options):
         return [key for key in super().option_names() if key not in shared] + shared
 
     def position_range(self, context: EncodingContext) -> int | None:
-        """How many distinct positions the encoding can be asked about."""
-        return self.max_position if self.randomized else context.max_positions
+        """How many distinct positions the encoding can be asked about: under a random start
+        offset, also the training positions shifted by the largest offset."""
+        if self.randomized:
+            return self.max_position
+        if self.start_offset and context.train_positions is not None:
+            return max(context.max_positions or 0, context.train_positions + self.start_offset)
+        return context.max_positions
 
     def check(self, context: EncodingContext, name: str):
         """Every check of the options against the run, in order: the shared ones, then the
@@ -150,8 +162,24 @@ class EncodingOptions(Options):
                     f"pe.max_position must be an integer >= {needed} (the longest sequence "
                     f"this run sees) when pe.randomized=true, got {value!r}"
                 )
+        self.check_task_positions(context, name)
         self.check_temperatures()
         return self.check_own(context)
+
+    def check_task_positions(self, context: EncodingContext, name: str) -> None:
+        """Task-supplied positions (``data.task.positions``) and the options that read them."""
+        if context.task_positions and self.randomized:
+            raise ValueError(
+                "pe.randomized=true draws its own positions, but the task supplies them "
+                "(data.task.positions); allowed: pe.randomized=false (pe.start_offset shifts "
+                "task positions in training)"
+            )
+        if self.start_offset and not context.task_positions:
+            raise ValueError(
+                f"pe.start_offset={self.start_offset} shifts task-supplied positions, but the "
+                f"task supplies none; allowed: 0, or a task option such as "
+                f"data.task.positions=coupled|abacus"
+            )
 
     def check_temperatures(self) -> None:
         """Refuse two local masks, or two length-dependent temperatures, on one layer."""
@@ -577,6 +605,80 @@ class DAPEOptions(DistanceBiasOptions):
         owner = target.rpartition(".")[2]
         nested.from_keys(keys, owner=owner).check(context, owner)
         return keys
+
+
+# -- Abacus: a learned table at the task's digit offsets, a base encoding in attention -------
+#: pe.base -> the encoding Abacus's attention uses at token indices (``lengen.pe.abacus``)
+ABACUS_BASES = {
+    "nope": "lengen.pe.nope.NoPE",
+    "rope": "lengen.pe.rope.RoPE",
+    "fire": "lengen.pe.fire.FIRE",
+    "alibi": "lengen.pe.alibi.ALiBi",
+    "t5": "lengen.pe.t5.T5RelativeBias",
+    "kerple": "lengen.pe.kerple.KERPLE",
+    "sandwich": "lengen.pe.sandwich.Sandwich",
+}
+
+
+def _base_options(key: str, value):
+    """A mapping of the base encoding's options, or null (its defaults)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            f"{key} must be a mapping of the pe.base encoding's options (e.g. "
+            f"{{mlp_width: 16}}) or null, got {value!r}"
+        )
+    return dict(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class AbacusOptions(EncodingOptions):
+    embeds: ClassVar[bool] = True
+    #: the encoding attention uses, at token indices (the paper pairs Abacus with NoPE or FIRE)
+    base: str = option("nope", one_of(*ABACUS_BASES))
+    #: the base encoding's own options; null: its defaults
+    base_options: dict | None = option(None, _base_options)
+    #: rows of the table; null: every position the run reaches (``position_range``)
+    table_size: int | None = option(None, integer(nullable=True))
+    #: the table's initial standard deviation; null: d_model^-1/2
+    init_std: float | None = option(None, number(above=0, nullable=True))
+
+    #: Abacus's options the base shares, so that its index positions are drawn as its own
+    POSITION_KEYS: ClassVar[tuple[str, ...]] = ("randomized", "max_position", "randomized_eval")
+
+    def base_keys(self) -> dict:
+        """The base encoding's keywords: ``pe.base_options`` and ``POSITION_KEYS``."""
+        own = dict(self.base_options or {})
+        shared = [field.name for field in dataclasses.fields(EncodingOptions)]
+        for key in own:
+            if key in shared:
+                raise ValueError(
+                    f"pe.base_options.{key}: an option every encoding takes; allowed: pe.{key}"
+                )
+        return {**own, **{key: getattr(self, key) for key in self.POSITION_KEYS}}
+
+    def check_own(self, context: EncodingContext) -> tuple[int, dict]:
+        """-> (rows of the table, the base encoding's keywords, checked by its config class
+        with keys named ``pe.base_options.<key>``)."""
+        target = ABACUS_BASES[self.base]
+        base = options_of(target)
+        nested = type(base.__name__, (base,), {"prefix": "pe.base_options"})
+        keys = self.base_keys()
+        owner = target.rpartition(".")[2]
+        nested.from_keys(keys, owner=owner).check(
+            dataclasses.replace(context, task_positions=False), owner
+        )
+        needed = max(
+            p for p in (context.train_positions, self.position_range(context), 1) if p is not None
+        )
+        rows = self.table_size if self.table_size is not None else needed
+        if rows < needed:
+            raise ValueError(
+                f"pe.table_size={rows}: this run reaches position {needed - 1}; allowed: "
+                f">= {needed}, or null"
+            )
+        return rows, keys
 
 
 # -- attention that carries position itself (issue #28; lengen.pe.fox, stick_breaking, path) --

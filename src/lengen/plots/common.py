@@ -100,10 +100,22 @@ def pyplot():
     return plt
 
 
+#: what each figure is written as unless a caller says (run figures: ``eval.plot_formats``)
+FORMATS = ("png", "pdf")
+
+
+def figure_output(settings) -> dict:
+    """A run's figure keywords from its ``eval`` settings: ``dpi`` (``eval.plot_dpi``) and
+    ``formats`` (``eval.plot_formats``); settings without them (a run directory written before
+    the key existed) get the defaults."""
+    formats = settings.get("plot_formats")
+    return {"dpi": settings.get("plot_dpi"), "formats": tuple(formats) if formats else FORMATS}
+
+
 def save_figure(
     fig,
     stem: str | Path,
-    formats: tuple[str, ...] = ("png", "pdf"),
+    formats: tuple[str, ...] = FORMATS,
     dpi: int | None = None,
 ) -> list[Path]:
     """Write ``stem.<format>`` for each format, atomically (``lengen.atomic.atomic_write``),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lengen.plots.common import (
+    FORMATS,
     OKABE_ITO,
     PAPER_RC,
     figure_stem,
@@ -105,10 +106,12 @@ def _legend_rank(label: str, metrics: list[str]) -> tuple[int, int]:
     return len(metrics), 0
 
 
-def plot_extrapolation(results: dict, path: str | Path, dpi: int | None = None) -> list[Path]:
+def plot_extrapolation(
+    results: dict, path: str | Path, dpi: int | None = None, formats: tuple[str, ...] = FORMATS
+) -> list[Path]:
     """The metric-vs-length figure of a run (:func:`extrapolation_figure`), written as
-    ``path`` (``extrapolation.png``) and the PDF beside it -> the paths written."""
-    return save_figure(extrapolation_figure(results), figure_stem(path), dpi=dpi)
+    ``path`` (``extrapolation.png``) and the PDF beside it (``formats``) -> the paths written."""
+    return save_figure(extrapolation_figure(results), figure_stem(path), formats, dpi=dpi)
 
 
 def depth_figure(report: dict):
@@ -139,10 +142,12 @@ def depth_figure(report: dict):
     return fig
 
 
-def plot_depth_heatmap(report: dict, path: str | Path, dpi: int | None = None) -> list[Path]:
+def plot_depth_heatmap(
+    report: dict, path: str | Path, dpi: int | None = None, formats: tuple[str, ...] = FORMATS
+) -> list[Path]:
     """Exact match by length × depth (:func:`depth_figure`), written as ``path``
-    (``accuracy_by_depth.png``) and the PDF beside it -> the paths written."""
-    return save_figure(depth_figure(report), figure_stem(path), dpi=dpi)
+    (``accuracy_by_depth.png``) and the PDF beside it (``formats``) -> the paths written."""
+    return save_figure(depth_figure(report), figure_stem(path), formats, dpi=dpi)
 
 
 def binned_loss(loss, count, bins: int = 40, span: int | None = None):
@@ -225,11 +230,16 @@ def loss_by_position_figure(report: dict, bins: int = 40):
 
 
 def plot_loss_by_position(
-    report: dict, path: str | Path, bins: int = 40, dpi: int | None = None
+    report: dict,
+    path: str | Path,
+    bins: int = 40,
+    dpi: int | None = None,
+    formats: tuple[str, ...] = FORMATS,
 ) -> list[Path]:
     """Loss by position (:func:`loss_by_position_figure`), written as ``path``
-    (``loss_by_position.png``) and the PDF beside it -> the paths written."""
-    return save_figure(loss_by_position_figure(report, bins), figure_stem(path), dpi=dpi)
+    (``loss_by_position.png``) and the PDF beside it (``formats``) -> the paths written."""
+    figure = loss_by_position_figure(report, bins)
+    return save_figure(figure, figure_stem(path), formats, dpi=dpi)
 
 
 def attention_maps_figure(recorded, names, length, train_len, train_tokens=None):
@@ -404,13 +414,15 @@ def distance_buckets_figure(section: dict):
     return fig
 
 
-def plot_attention_diagnostics(section: dict, stem: str | Path, dpi: int | None = None):
+def plot_attention_diagnostics(
+    section: dict, stem: str | Path, dpi: int | None = None, formats: tuple[str, ...] = FORMATS
+):
     """``<stem>.{png,pdf}`` (:func:`attention_diagnostics_figure`) and
     ``<stem>_distance.{png,pdf}`` (:func:`distance_buckets_figure`) -> the paths written."""
     stem = figure_stem(stem)
-    paths = save_figure(attention_diagnostics_figure(section), stem, dpi=dpi)
+    paths = save_figure(attention_diagnostics_figure(section), stem, formats, dpi=dpi)
     distance_stem = stem.with_name(f"{stem.name}_distance")
-    return paths + save_figure(distance_buckets_figure(section), distance_stem, dpi=dpi)
+    return paths + save_figure(distance_buckets_figure(section), distance_stem, formats, dpi=dpi)
 
 
 def position_figure(section: dict):
@@ -451,11 +463,13 @@ def position_figure(section: dict):
     return fig
 
 
-def plot_position_heatmap(section: dict, stem: str | Path, dpi: int | None = None):
+def plot_position_heatmap(
+    section: dict, stem: str | Path, dpi: int | None = None, formats: tuple[str, ...] = FORMATS
+):
     """Accuracy by answer position × length (:func:`position_figure`), written as
     ``<stem>.{png,pdf}`` -> the paths written. ``section``: results.json's
     ``accuracy_by_answer_position``."""
-    return save_figure(position_figure(section), figure_stem(stem), dpi=dpi)
+    return save_figure(position_figure(section), figure_stem(stem), formats, dpi=dpi)
 
 
 def grid_queries(positions) -> list[tuple[int, str]]:

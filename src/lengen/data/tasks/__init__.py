@@ -25,10 +25,15 @@ from lengen.data.tasks.formal import (
     StackManipulation,
 )
 from lengen.data.tasks.grids import GridLocate, GridTranspose, Shapes, VolumeLocate
+from lengen.data.tasks.indexing import IndirectIndexing
+from lengen.data.tasks.recall import MQAR
 from lengen.data.tasks.retrieval import AssociativeRecall, Passkey
+from lengen.data.tasks.ruler import MultiKeyNeedle, MultiValueNeedle, VariableTracking
+from lengen.data.tasks.state import A5Composition, FlipFlop, PermutationComposition
 from lengen.data.tasks.strings import Copy, Duplicate, MissingDuplicate, OddsFirst, Reverse, Sort
 
 __all__ = [
+    "A5Composition",
     "Addition",
     "AdditionReversed",
     "AlphabetOptions",
@@ -43,19 +48,26 @@ __all__ = [
     "CycleNavigation",
     "Duplicate",
     "EvenPairs",
+    "FlipFlop",
     "GridLocate",
     "GridTranspose",
+    "MQAR",
+    "IndirectIndexing",
     "MissingDuplicate",
     "ModularArithmetic",
     "ModularArithmeticBrackets",
+    "MultiKeyNeedle",
+    "MultiValueNeedle",
     "OddsFirst",
     "Parity",
     "Passkey",
+    "PermutationComposition",
     "Reverse",
     "Shapes",
     "Sort",
     "StackManipulation",
     "Task",
     "TaskOptions",
+    "VariableTracking",
     "VolumeLocate",
 ]

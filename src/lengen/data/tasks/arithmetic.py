@@ -12,6 +12,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING
 
+from lengen.data.layout import sequence_positions
 from lengen.data.tasks.base import (
     Task,
     TaskOptions,
@@ -23,7 +24,7 @@ from lengen.data.tasks.base import (
 )
 from lengen.data.tasks.strings import CHOMSKY
 from lengen.lazy import torch
-from lengen.schema import integer_in, option
+from lengen.schema import integer_in, one_of, option
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -41,12 +42,21 @@ def truth_value(key: str, value):
     return bool(value)
 
 
+#: ``data.task.positions`` of the addition tasks: the token's index (today's behaviour), position
+#: coupling (Cho et al. 2024) or Abacus (McLeish et al. 2024)
+POSITION_SCHEMES = ("index", "coupled", "abacus")
+#: the model kinds task positions are laid out for (``lengen.data.layout.sequence_positions``)
+POSITION_MODEL_KINDS = ("decoder", "encoder")
+
+
 @dataclasses.dataclass(frozen=True)
 class AdditionOptions(TaskOptions):
     #: digits per position (2 … 36: one symbol each, 0-9 then a-z)
     base: int = option(10, integer_in(2, 36))
     #: least significant digit first, inputs and answer (addition_reversed.yaml)
     reversed: bool = option(False, truth_value)
+    #: the positions the model reads: index (0 … T−1), coupled or abacus (Addition's docstring)
+    positions: str = option("index", one_of(*POSITION_SCHEMES))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +78,31 @@ class Addition(Task):
     is 0).
 
     Options (``AdditionOptions``): ``base``, digits per position (``data.task.base``,
-    2 … 36); ``reversed``, least significant digit first, inputs and answer.
+    2 … 36); ``reversed``, least significant digit first, inputs and answer; ``positions``,
+    the position of each token the model reads (``inputs["positions"]``, shared by the batch):
+
+    * ``index``: none given, the model's own 0 … T−1 (the default; batches as before);
+    * ``coupled`` (position coupling; Cho et al., NeurIPS 2024, arXiv 2405.20671; reference
+      ``HanseulJo/position-coupling``, ``src/data/addition.py``
+      ``AdditionDatasetWithCoupledPositions`` and ``src/tokenization/tokenization.py``
+      ``tokenize_for_decoder``): digits of equal significance in both operands and the answer
+      share one position. With start s = 1 and w1 digits in the longer operand, a digit of
+      significance i (0: least significant) is at s + w1 − i, so the answer's extra carry digit
+      (i = w1) is at s; ``+`` and SEP (the reference's ``=``) are at s + w1 + 1; BOS is at 0.
+      Reversed or not, a digit keeps its significance's position. Training shifts every
+      position >= 1 by a random start (``pe.start_offset``; the reference draws s from
+      1 … max_position − w1 − 1 per instance), evaluation starts at s = 1, as the reference.
+    * ``abacus`` (Abacus embeddings; McLeish et al., NeurIPS 2024, arXiv 2405.17399; reference
+      ``mcleish7/arithmetic``, ``abacus.py``): a digit's position is 1 + its offset inside its
+      number counted from the least significant digit (the reference counts 1, 2, … along each
+      run of digits, on numbers written least significant first), non-digits (``+``, SEP, BOS)
+      0; training adds one k in 0 … ``pe.start_offset`` (the reference: 0 … max_k = 99) to the
+      digits' positions.
+
+    Task positions are laid out for ``model=decoder`` and ``model=encoder`` (the answer's at
+    its slots); ``encoder_decoder`` is refused: lengen's cross-attention carries no positions,
+    so source and answer positions could not be coupled (the reference's encoder–decoder
+    collator passes no position IDs either).
     """
 
     Options = AdditionOptions
@@ -93,6 +127,70 @@ class Addition(Task):
 
     def answer_length(self, length: int) -> int:
         return self.widths(length)[0] + 1
+
+    @property
+    def supplies_positions(self) -> bool:
+        """Whether batches carry the task's positions (``positions`` coupled or abacus)."""
+        return self.cfg.positions != "index"
+
+    def significance(self, length: int) -> tuple[Tensor, Tensor, Tensor]:
+        """Each digit's significance (0: least significant) in token order -> first operand
+        (w1,), second operand (w2,), answer (w1 + 1,)."""
+        widths = (*self.widths(length), self.answer_length(length))
+        if self.reversed:
+            return tuple(torch.arange(width) for width in widths)
+        return tuple(torch.arange(width - 1, -1, -1) for width in widths)
+
+    def digit_positions(self, length: int) -> tuple[Tensor, Tensor, int]:
+        """The task's positions at evaluation (no start offset) -> inputs (n,), answer (m,),
+        and the position of ``+`` and SEP (Addition's docstring)."""
+        first, second, answer = self.significance(length)
+        if self.cfg.positions == "coupled":
+            start, w1 = 1, len(first)
+
+            def place(significance: Tensor) -> Tensor:
+                return start + w1 - significance
+
+            operator = start + w1 + 1
+        else:  # abacus: 1 + the offset from the number's least significant digit
+
+            def place(significance: Tensor) -> Tensor:
+                return 1 + significance
+
+            operator = 0
+        plus = torch.full((1,), operator, dtype=torch.long)
+        return torch.cat([place(first), plus, place(second)]), place(answer), operator
+
+    def check_model_kind(self, model_kind: str) -> None:
+        if model_kind not in POSITION_MODEL_KINDS:
+            raise ValueError(
+                f"data.task.positions={self.cfg.positions}: model={model_kind} has no task "
+                f"positions (its cross-attention carries none, so source and answer cannot be "
+                f"coupled); allowed: model=decoder or model=encoder, or data.task.positions=index"
+            )
+
+    def extent(self, length: int, model_kind: str) -> tuple[int, int]:
+        """(largest task position + 1 at evaluation, tokens) with task positions (what a
+        learned table is sized from); else the index's (tokens, tokens)."""
+        width, tokens = super().extent(length, model_kind)
+        if not self.supplies_positions:
+            return width, tokens
+        self.check_model_kind(model_kind)
+        return int(self.sequence_positions(length, model_kind).max()) + 1, tokens
+
+    def sequence_positions(self, length: int, model_kind: str) -> Tensor:
+        """The positions of an instance of this length as the model kind reads them -> (T,)."""
+        input_positions, answer_positions, sep = self.digit_positions(length)
+        return sequence_positions(input_positions, answer_positions, sep, model_kind)
+
+    def format(self, inputs: Tensor, answers: Tensor, model_kind: str) -> dict:
+        """The batch of ``Task.format``, plus ``inputs["positions"]`` (T,) with task
+        positions."""
+        batch = super().format(inputs, answers, model_kind)
+        if self.supplies_positions:
+            self.check_model_kind(model_kind)
+            batch["inputs"]["positions"] = self.sequence_positions(inputs.shape[1], model_kind)
+        return batch
 
     def sample_inputs(self, length: int, batch_size: int, generator: torch.Generator) -> Tensor:
         inputs = torch.randint(0, self.base, (batch_size, length), generator=generator)

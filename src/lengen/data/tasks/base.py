@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from lengen.data.layout import format_batch, tokens
+from lengen.data.layout import format_batch, format_tagged, tagged_tokens, tokens
 from lengen.lazy import torch
 from lengen.schema import Options, integer, option
 
@@ -81,6 +81,14 @@ class Task:
     length_step = 1
     #: What a length counts (data card, docs).
     length_unit = "number of input symbols of an instance"
+    #: Tagged layout (``lengen.data.layout.format_tagged``): answer t belongs to input token t,
+    #: ``answer_length(n) == n``, and ``solve`` marks the positions that are not scored with −1.
+    tagged = False
+    #: Why the model kinds outside ``model_kinds`` cannot run the task (TaskData's refusal);
+    #: empty: the grid tasks' reason.
+    model_kinds_reason = ""
+    #: Which answer positions are scored (data card).
+    scored = "every answer position (padding END symbols included)"
 
     vocab: list[str]
     answer_symbols: list[int]
@@ -114,11 +122,16 @@ class Task:
         """(positions along one axis, tokens) of an instance of this length as ``format``
         lays it out, computed without building one: what encodings and batches are sized
         from."""
-        width = tokens(self.input_length(length), self.answer_length(length), model_kind)
+        if self.tagged:
+            width = tagged_tokens(self.input_length(length), model_kind)
+        else:
+            width = tokens(self.input_length(length), self.answer_length(length), model_kind)
         return width, width
 
     def format(self, inputs: Tensor, answers: Tensor, model_kind: str) -> dict:
         """inputs (B, n), answers (B, m) -> the model's batch (``lengen.data.layout``)."""
+        if self.tagged:
+            return format_tagged(inputs, answers, model_kind)
         return format_batch(inputs, answers, model_kind)
 
     @property
