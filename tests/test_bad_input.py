@@ -19,7 +19,7 @@ from helpers import run_train, yaml_choices
 # (command-line arguments, text the first line of stderr must hold: the key, and the allowed)
 CASES = [
     ("pe=ropee", f"pe=ropee: unknown choice; allowed: {', '.join(yaml_choices('pe'))}"),
-    ("-m pe=rope,alibii", "pe=alibii: unknown choice; allowed: alibi"),
+    ("-m pe=rope,alibii", "pe=alibii: unknown choice; allowed: abacus, alibi"),
     ("model=gpt", "model=gpt: unknown choice; allowed: decoder, encoder, encoder_decoder"),
     ("data=copyy", "data=copyy: unknown choice; allowed:"),
     ("data.len=0", "data.len must be a positive integer"),

@@ -138,7 +138,11 @@ def test_eval_factors_must_give_whole_lengths():
         eval_lengths(cfg)
 
 
-@pytest.mark.parametrize("recipe", ["mcgill_small", "mcgill_paper", "chomsky_small"])
+@pytest.mark.parametrize(
+    "recipe",
+    ["mcgill_small", "mcgill_paper", "chomsky_small", "schedules_small", "addition_positions",
+     "flip_flop_small", "state_tracking_small", "indirect_indexing_small"],
+)  # fmt: skip
 def test_task_recipes_compare_encodings_by_generated_answers(recipe):
     # the cited papers compare encodings by exact match on generated answers
     assert compose_train(f"experiment={recipe}").eval.decoding == "greedy"

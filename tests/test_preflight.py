@@ -35,7 +35,7 @@ REFUSALS = [
     Refusal("optim.lr=0", "optim.lr must be a number in (0.0, inf), got 0"),
     Refusal("logger=wandb logger.mode=foo", "logger.mode must be one of offline, online, disabled"),
     Refusal("trainer.max_steps=0", "trainer.max_steps must be a positive integer, got 0"),
-    Refusal("~pe", "pe: removed, but every run needs it; allowed: pe=<one of alibi"),
+    Refusal("~pe", "pe: removed, but every run needs it; allowed: pe=<one of abacus, alibi"),
     Refusal("data.len=${oc.env:LENGEN_NO_SUCH_VARIABLE}", "data.len: cannot be resolved"),
     Refusal("data.len=${data.len}", "data.len: cannot be resolved (Recursive"),
     Refusal("eval.samples=0", "eval.samples must be a positive integer, got 0"),

@@ -27,6 +27,11 @@ RECIPES = {
     "reproduce_fox_wikitext2.sh": ("fox_wikitext2", 6),
     "reproduce_grids.sh": ("grids_small", 48),
     "reproduce_schedules.sh": (None, 30),
+    # the mechanisms on their home ground (issue #31 item 3): written, not yet run
+    "reproduce_addition_positions.sh": (None, 12),
+    "reproduce_flip_flop.sh": (None, 15),
+    "reproduce_state_tracking.sh": (None, 18),
+    "reproduce_indirect_indexing.sh": (None, 6),
     "reproduce_mcgill_paper.sh": (None, 45),
     "search_mcgill.sh": ("mcgill_search", 12),
     # its committed runs predate experiment=chomsky_small's present width and draws, which the

@@ -1,8 +1,8 @@
 """Indirect indexing: find a symbol by its content, then move from it by a signed offset.
 
 The diagnostic task of Gopalakrishnan et al. 2025, "Decoupling the 'What' and 'Where' With
-Polar Coordinate Positional Embeddings" (PoPE, arXiv 2509.10534), on which they report PoPE at
-94.82% and RoPE at 11.16% mean accuracy: the model must match one token by content (the
+Polar Coordinate Positional Embeddings" (PoPE, arXiv 2509.10534), on which the abstract calls
+PoPE "far superior" (a secondary summary's 94.82% against 11.16% is in no stored copy): the model must match one token by content (the
 source) and another purely by position relative to it (the target), the decision RoPE's
 what-where entanglement is argued to impair. The stored copies of the paper available here show
 only its abstract and secondary summaries (an example: "what letter is 3 to the left of Z in
