@@ -96,14 +96,7 @@ def test_cached_decoding_equals_full_forward_with_task_positions(pe):
     inputs = eval_batch(data)["inputs"]
     tokens, positions = inputs["tokens"], inputs["positions"]
     prompt = LENGTH + 2  # BOS x SEP
-    with torch.no_grad():
-        full = model(tokens, positions)
-        cache = model.new_cache(tokens.shape[1], positions=positions)
-        pieces = [model.decode(tokens[:, :prompt], cache)]
-        pieces += [
-            model.decode(tokens[:, t : t + 1], cache) for t in range(prompt, tokens.shape[1])
-        ]
-    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-4, atol=1e-5)
+    assert_cache_equals_full_forward(model, tokens, positions, prompt)
 
 
 def test_greedy_decoding_reads_the_task_positions():
@@ -320,14 +313,7 @@ def test_abacus_cached_decoding_equals_full_forward(base):
     inputs = eval_batch(data)["inputs"]
     tokens, positions = inputs["tokens"], inputs["positions"]
     prompt = LENGTH + 2
-    with torch.no_grad():
-        full = model(tokens, positions)
-        cache = model.new_cache(tokens.shape[1], positions=positions)
-        pieces = [model.decode(tokens[:, :prompt], cache)]
-        pieces += [
-            model.decode(tokens[:, t : t + 1], cache) for t in range(prompt, tokens.shape[1])
-        ]
-    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-4, atol=1e-5)
+    assert_cache_equals_full_forward(model, tokens, positions, prompt)
 
 
 @pytest.mark.parametrize("base", ["fire", "rope"])
@@ -377,3 +363,16 @@ def test_abacus_refuses_an_unknown_base_naming_the_key():
 def test_abacus_refuses_a_shared_key_in_base_options():
     message = refusal("pe=abacus", "pe.base_options={randomized: true}")
     assert "pe.base_options.randomized" in message
+
+
+def assert_cache_equals_full_forward(model, tokens, positions, prompt: int) -> None:
+    """The prompt in one step, then a token at a time through the KV cache with the task's
+    positions: the logits of one full forward pass."""
+    with torch.no_grad():
+        full = model(tokens, positions)
+        cache = model.new_cache(tokens.shape[1], positions=positions)
+        pieces = [model.decode(tokens[:, :prompt], cache)]
+        pieces += [
+            model.decode(tokens[:, t : t + 1], cache) for t in range(prompt, tokens.shape[1])
+        ]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-4, atol=1e-5)

@@ -26,7 +26,10 @@ RECIPES = {
     "reproduce_alibi_wikitext2.sh": ("alibi_wikitext2", 6),
     "reproduce_fox_wikitext2.sh": ("fox_wikitext2", 6),
     "reproduce_grids.sh": ("grids_small", 48),
-    "reproduce_schedules.sh": ("schedules_small", 30),  # committed in part: 20 of 30 (SSMax to come)
+    "reproduce_schedules.sh": (
+        "schedules_small",
+        30,
+    ),  # committed in part: 20 of 30 (SSMax to come)
     # the mechanisms on their home ground (issue #31 item 3): written, not yet run
     "reproduce_addition_positions.sh": (None, 12),
     "reproduce_flip_flop.sh": (None, 15),

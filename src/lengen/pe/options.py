@@ -555,16 +555,24 @@ DAPE_BIASES = {
 DAPE_FORMS = ("reference", "paper")
 
 
-def _bias_options(key: str, value):
-    """A mapping of the wrapped encoding's options, or null (its defaults)."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise ValueError(
-            f"{key} must be a mapping of the pe.bias encoding's options (e.g. "
-            f"{{variant: power}}) or null, got {value!r}"
-        )
-    return dict(value)
+def _wrapped_options(wrapped: str, example: str):
+    """The rule of a key holding a wrapped encoding's options (``pe.<wrapped>``'s): a mapping,
+    or null (its defaults)."""
+
+    def check(key: str, value):
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            raise ValueError(
+                f"{key} must be a mapping of the pe.{wrapped} encoding's options (e.g. "
+                f"{{{example}}}) or null, got {value!r}"
+            )
+        return dict(value)
+
+    return check
+
+
+_bias_options = _wrapped_options("bias", "variant: power")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -620,16 +628,7 @@ ABACUS_BASES = {
 }
 
 
-def _base_options(key: str, value):
-    """A mapping of the base encoding's options, or null (its defaults)."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise ValueError(
-            f"{key} must be a mapping of the pe.base encoding's options (e.g. "
-            f"{{mlp_width: 16}}) or null, got {value!r}"
-        )
-    return dict(value)
+_base_options = _wrapped_options("base", "mlp_width: 16")
 
 
 @dataclasses.dataclass(frozen=True)
