@@ -18,7 +18,7 @@ import json
 import pytest
 import torch
 
-from helpers import run_train
+from helpers import compose_train, run_train
 from lengen.data.layout import format_batch
 from lengen.data.tasks import Addition, AdditionReversed
 
@@ -216,14 +216,27 @@ RUNS = {
 
 
 @pytest.mark.parametrize("name", list(RUNS))
-def test_a_short_run_from_the_command_line(name, tmp_path):
-    done = run_train(
-        "data=addition_reversed", *RUNS[name], "debug=fast", f"hydra.run.dir={tmp_path}"
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+def test_a_short_run_trains_and_evaluates(name, tmp_path, single_thread):
+    # in-process (a subprocess costs a torch import each); the command line: the test below
+    from lengen.train import run
+
+    cfg = compose_train("data=addition_reversed", *RUNS[name], "eval.diagnostics=false")
+    run(cfg, run_dir=tmp_path)
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["task"] == "addition_reversed"
     assert all(row["exact_match"] is not None for row in results["eval"])
+
+
+def test_a_short_run_from_the_command_line(tmp_path):
+    done = run_train(
+        "data=addition_reversed",
+        *RUNS["coupled-learned-decoder"],
+        "debug=fast",
+        "eval.diagnostics=false",
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((tmp_path / "results.json").read_text())["task"] == "addition_reversed"
 
 
 def test_a_refusal_from_the_command_line_is_one_line_and_exit_2(tmp_path):
