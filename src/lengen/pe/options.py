@@ -555,6 +555,19 @@ DAPE_BIASES = {
 DAPE_FORMS = ("reference", "paper")
 
 
+def wrapped_keys(options, key: str, shared_class) -> dict:
+    """The keywords of an encoding another wraps (DAPE's ``pe.bias``, Abacus's ``pe.base``):
+    its own options (``pe.<key>``), none of which may be one the wrapper takes for both
+    (``shared_class``'s fields: set on the wrapper instead), and the wrapper's
+    ``POSITION_KEYS``."""
+    own = dict(getattr(options, key) or {})
+    shared = {field.name for field in dataclasses.fields(shared_class)}
+    for name in own:
+        if name in shared:
+            raise ValueError(f"pe.{key}.{name}: an option every encoding takes; allowed: pe.{name}")
+    return {**own, **{name: getattr(options, name) for name in options.POSITION_KEYS}}
+
+
 def _wrapped_options(wrapped: str, example: str):
     """The rule of a key holding a wrapped encoding's options (``pe.<wrapped>``'s): a mapping,
     or null (its defaults)."""
@@ -594,14 +607,7 @@ class DAPEOptions(DistanceBiasOptions):
     def bias_keys(self) -> dict:
         """The keywords of the wrapped encoding: its own options (``pe.bias_options``) and
         DAPE's positional options (``POSITION_KEYS``)."""
-        own = dict(self.bias_options or {})
-        shared = [field.name for field in dataclasses.fields(DistanceBiasOptions)]
-        for key in own:
-            if key in shared:
-                raise ValueError(
-                    f"pe.bias_options.{key}: an option every encoding takes; allowed: pe.{key}"
-                )
-        return {**own, **{key: getattr(self, key) for key in self.POSITION_KEYS}}
+        return wrapped_keys(self, "bias_options", DistanceBiasOptions)
 
     def check_own(self, context: EncodingContext) -> dict:
         """-> the wrapped encoding's keywords, checked by its config class (keys named
@@ -648,14 +654,7 @@ class AbacusOptions(EncodingOptions):
 
     def base_keys(self) -> dict:
         """The base encoding's keywords: ``pe.base_options`` and ``POSITION_KEYS``."""
-        own = dict(self.base_options or {})
-        shared = [field.name for field in dataclasses.fields(EncodingOptions)]
-        for key in own:
-            if key in shared:
-                raise ValueError(
-                    f"pe.base_options.{key}: an option every encoding takes; allowed: pe.{key}"
-                )
-        return {**own, **{key: getattr(self, key) for key in self.POSITION_KEYS}}
+        return wrapped_keys(self, "base_options", EncodingOptions)
 
     def check_own(self, context: EncodingContext) -> tuple[int, dict]:
         """-> (rows of the table, the base encoding's keywords, checked by its config class
