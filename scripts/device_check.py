@@ -3,6 +3,7 @@
     python scripts/device_check.py                      # every check, report in results/device_check/
     python scripts/device_check.py --only bf16,greedy   # some of them
     python scripts/device_check.py --list               # the checks and their commands, nothing run
+    python scripts/device_check.py --jobs 8             # 8 cases at once (mfu still runs alone)
 
 On whatever CUDA device is present, each check runs as its own ``train.py`` (or ``bench.py``)
 process, so one failure does not hide the others:
@@ -14,6 +15,10 @@ process, so one failure does not hide the others:
 * ``ddp``: DDP over every device present (skipped with one device);
 * ``mfu``: ``scripts/bench.py --mfu --quick`` (model FLOPs utilisation, bf16).
 
+``--jobs N`` runs N cases at once on the device (small models share it easily); ``mfu``, a
+timing, always runs last and alone. ``--timeout`` (seconds, default 300) stops a case that hangs
+and reports it failed, so one hang cannot spend a whole GPU lease.
+
 Writes ``report.json`` and ``report.md`` (each check: passed, seconds, the last line of its
 error) into ``--out``; exit status 0 when every check passed, 1 otherwise, 2 without a CUDA
 device (one line, nothing written).
@@ -22,6 +27,7 @@ device (one line, nothing written).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import subprocess
 import sys
@@ -101,9 +107,17 @@ def plan(out: Path, devices: int) -> dict[str, list[tuple[str, list[str]]]]:
     return checks
 
 
-def run_case(command: list[str]) -> dict:
+#: checks that are timings: run after the others, one case at a time, nothing beside them
+TIMINGS = ("mfu",)
+
+
+def run_case(command: list[str], timeout: float | None = None) -> dict:
     start = time.monotonic()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    try:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"passed": False, "exit_status": None, "seconds": round(time.monotonic() - start, 1),
+                "error": f"stopped after --timeout {timeout:g} s"}  # fmt: skip
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     return {
         "passed": done.returncode == 0,
@@ -130,11 +144,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "device_check")
     parser.add_argument("--only", help=f"comma-separated, of {', '.join(CHECKS)}")
     parser.add_argument("--list", action="store_true", help="print the commands, run nothing")
+    parser.add_argument("--jobs", type=int, default=1, help="cases at once (timings run alone)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per case")
     args = parser.parse_args(argv)
     only = CHECKS if args.only is None else tuple(args.only.split(","))
     if unknown := [name for name in only if name not in CHECKS]:
         print(f"error: --only must name checks of {', '.join(CHECKS)}; got {unknown[0]!r}",
               file=sys.stderr)  # fmt: skip
+        return 2
+    if args.jobs < 1 or args.timeout <= 0:
+        print(f"error: --jobs must be ≥ 1 and --timeout > 0; got --jobs {args.jobs} "
+              f"--timeout {args.timeout:g}", file=sys.stderr)  # fmt: skip
         return 2
     import torch
 
@@ -152,14 +172,23 @@ def main(argv: list[str] | None = None) -> int:
               "runs where a GPU is present: --list shows what it would run", file=sys.stderr)  # fmt: skip
         return 2
     device = f"{devices} × {torch.cuda.get_device_name(0)}"
-    results: dict = {}
-    for name, cases in checks.items():
-        results[name] = {}
-        for case, command in cases:
-            print(f"{name} {case} …", flush=True)
-            results[name][case] = row = run_case(command)
-            print(f"  {'passed' if row['passed'] else 'FAILED: ' + row['error']} "
-                  f"({row['seconds']} s)", flush=True)  # fmt: skip
+    results: dict = {name: {} for name in checks}
+
+    def finish(name: str, case: str, row: dict) -> None:
+        results[name][case] = row
+        print(f"{name} {case}: {'passed' if row['passed'] else 'FAILED: ' + row['error']} "
+              f"({row['seconds']} s)", flush=True)  # fmt: skip
+
+    parallel = [(n, c, cmd) for n, cases in checks.items() if n not in TIMINGS for c, cmd in cases]
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        futures = {pool.submit(run_case, cmd, args.timeout): (n, c) for n, c, cmd in parallel}
+        for future in concurrent.futures.as_completed(futures):
+            finish(*futures[future], future.result())
+    for name in (n for n in checks if n in TIMINGS):
+        for case, command in checks[name]:
+            finish(name, case, run_case(command, args.timeout))
+    # the report in the plan's order, whatever order the cases finished in
+    results = {n: {c: results[n][c] for c, _ in cases} for n, cases in checks.items()}
     from lengen.atomic import atomic_write
 
     args.out.mkdir(parents=True, exist_ok=True)
