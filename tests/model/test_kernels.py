@@ -459,6 +459,23 @@ def test_flex_option_leaves_encodings_without_a_relative_bias_alone():
     assert kernels.choose_kernel(alibi.stack.pe, "flex", **train_cpu) == "flex"
 
 
+@pytest.mark.parametrize(
+    "when, kernel",
+    [
+        ({"training": False, "device_type": "cuda", "keys": 8192}, "flex"),
+        ({"training": False, "device_type": "cuda", "keys": 2047}, "relative"),
+        ({"training": True, "device_type": "cuda", "keys": 8192}, "relative"),
+        ({"training": False, "device_type": "cpu", "keys": 8192}, "relative"),
+        ({"training": False, "device_type": "cuda", "keys": 8192, "square": False}, "relative"),
+        ({"training": False, "device_type": "cuda", "keys": 8192, "dropout": 0.1}, "relative"),
+    ],
+    ids=["cuda-eval-long", "cuda-eval-short", "cuda-train", "cpu-eval", "decoding", "dropout"],
+)
+def test_auto_takes_flex_only_for_long_evaluation_on_cuda(when, kernel):
+    pe = make_pe("alibi", causal=True)
+    assert kernels.choose_kernel(pe, "auto", **when) == kernel
+
+
 def test_flex_refuses_to_train_on_cpu(eager_flex):
     pe = make_pe("alibi", causal=True)
     q, k, v = (t.requires_grad_() for t in qkv(11, 11))

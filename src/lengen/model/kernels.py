@@ -17,10 +17,12 @@ applies the encoding's rotation is ``lengen.model.attention``. ``attend`` is the
   training lengths the whole sequence is one block.
 * ``model.attention=flex`` (``kernel="flex"``): relative biases at full passes go to
   FlexAttention instead (``lengen.model.flex``; GPU training and evaluation, CPU evaluation).
-  ``auto`` (the default) never picks it: on CPU it has no backward pass, needs a compile per
-  length at first and ran ALiBi slower than the relative path (docs/benchmarks.md); on GPU it
-  is not yet measured against the relative path. ``lengen.model.flex`` is imported only when
-  that path runs, so the default paths never load FlexAttention.
+  ``auto`` (the default) picks it only for evaluation on CUDA from ``FLEX_AUTO_KEYS`` keys, where
+  it was measured faster and in half the memory (H100: ALiBi at 8,192 tokens 14 ms against
+  39 ms, at 65,536 0.45 s against 15.9 s; docs/benchmarks.md, "GPU"). Training keeps the
+  relative path (flex's learned-table gradients are not bit-for-bit reproducible), and so does
+  the CPU, where flex has no backward pass and ran ALiBi slower. ``lengen.model.flex`` is
+  imported only when that path runs, so the other paths never load FlexAttention.
 
 Causal masking is by index (query i sees keys ≤ i + Tk − Tq), never by position value, so
 cached decoding and non-contiguous positions keep the same mask.
@@ -53,6 +55,10 @@ from lengen.options import KERNELS
 from lengen.pe import local
 from lengen.pe.base import PositionalEncoding
 from lengen.schema import one_of
+
+#: From this many keys, ``auto`` evaluates relative biases through FlexAttention on CUDA (at
+#: 2,048 it already matched the relative path's time in half its memory; measured on an H100)
+FLEX_AUTO_KEYS = 2048
 
 #: Largest block of attention scores (B × H × queries × keys) built at once; 16M fp32 = 64 MiB.
 MAX_BIAS_ELEMENTS = 1 << 24
@@ -119,6 +125,7 @@ def attend(
         dropout=dropout_p,
         positions=(q_positions, k_positions),
         square=q.shape[2] == k.shape[2],
+        keys=k.shape[2],
     )
     if path == "encoding":  # FoX, stick-breaking, PaTH: the encoding attends itself
         return pe.attention(
@@ -180,6 +187,7 @@ def choose_kernel(
     dropout: float = 0.0,
     positions: tuple[Tensor | None, Tensor | None] | None = None,
     square: bool = True,
+    keys: int | None = None,
 ) -> str:
     """The one attention-kernel policy -> ``encoding``, ``sdpa``, ``relative``, ``flex`` or
     ``blocked``; ``encoding`` for encodings that compute attention themselves (``has_attention``,
@@ -199,6 +207,8 @@ def choose_kernel(
             consecutive integers (checked only for relative biases: it costs a host sync).
             None: not known yet, assumed contiguous.
         square: as many queries as keys (full passes; cached decoding is not).
+        keys: the number of keys (None: not known yet); ``auto`` takes flex for evaluation on
+            CUDA from ``FLEX_AUTO_KEYS``.
     """
     one_of(*KERNELS)("model.attention", option)
     if pe is not None and pe.has_attention:
@@ -208,6 +218,8 @@ def choose_kernel(
     relative = pe.has_bias and not pe.has_contextual and pe.bias_is_relative
     if not relative or not (positions is None or all(_contiguous(p) for p in positions)):
         return "blocked"  # FIRE, randomized positions, CoPE: bias built per query block
+    if option == "auto" and square and not training and device_type == "cuda" and not dropout:
+        return "flex" if keys is not None and keys >= FLEX_AUTO_KEYS else "relative"
     if option != "flex" or not square:
         return "relative"  # flex changes nothing for encodings without a relative bias
     if dropout > 0:
