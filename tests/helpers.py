@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import subprocess
@@ -18,7 +19,14 @@ CONFIG_DIR = Path(os.environ.get("LENGEN_CONFIG_DIR") or ROOT / "configs")
 
 
 def compose_train(*overrides: str, fast: bool = True) -> DictConfig:
-    """configs/train.yaml with overrides (and debug=fast unless fast=False)."""
+    """configs/train.yaml with overrides (and debug=fast unless fast=False): a copy of its own
+    for each call, composed once per process (a compose reads ~60 yaml files: 0.15–0.3 s, and
+    the glob-driven tests compose each choice in several tests)."""
+    return copy.deepcopy(_composed(overrides, fast))
+
+
+@functools.cache
+def _composed(overrides: tuple[str, ...], fast: bool) -> DictConfig:
     extra = ["debug=fast"] if fast else []
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return compose(config_name="train", overrides=[*extra, *overrides])

@@ -384,10 +384,26 @@ TINY = ("model.d_model=24", "model.n_layers=1", "model.n_heads=2", "model.d_ff=3
 
 #: every encoding with an N-d form, and the learned table interpolated past training
 GRID_PES = [(pe,) for pe in grid_encodings()] + [("learned", "pe.policy=interpolate")]
+#: what an encoding meets in a grid task is its number of axes (2 or 3): every encoding on a
+#: task of each; the other tasks (a sparse answer, two cells a length step) with two encodings
+GRID_RUNS = [(name, pe) for name in ("grid_locate", "volume_locate") for pe in GRID_PES] + [
+    (name, pe)
+    for name in GRID_TASKS
+    if name not in ("grid_locate", "volume_locate")
+    for pe in [("rope_mixed",), ("learned", "pe.policy=interpolate")]
+]
 
 
-@pytest.mark.parametrize("pe", GRID_PES, ids=lambda pe: "-".join(pe))
-@pytest.mark.parametrize("name", GRID_TASKS)
+def test_the_grid_runs_cover_every_task_and_every_encoding_at_two_and_three_axes():
+    assert {name for name, _ in GRID_RUNS} == set(GRID_TASKS)
+    for axes in (2, 3):
+        tasks = [n for n in GRID_TASKS if load_task(n).axes == axes]
+        assert any(all((n, pe) in GRID_RUNS for pe in GRID_PES) for n in tasks), axes
+
+
+@pytest.mark.parametrize(
+    ("name", "pe"), GRID_RUNS, ids=lambda x: "-".join(x) if isinstance(x, tuple) else x
+)
 def test_grid_task_trains_and_is_scored_at_one_and_two_times_the_side(name, pe, tmp_path):
     side = {"volume_locate": 2, "shapes": 8}.get(name, 4)
     cfg = compose_train(
