@@ -10,6 +10,11 @@ def test_pe_colours_are_distinct_for_the_first_slice():
     assert len(set(colours)) == 5
 
 
+def test_pe_colours_are_distinct_for_the_schedules_and_what_they_are_compared_with():
+    colours = [PE_STYLES[name][0] for name in ("nope", "rope", "rnope", "rnope_swa", "irope")]
+    assert len(set(colours)) == 5
+
+
 def test_unknown_pe_gets_a_deterministic_style():
     assert pe_style("my_new_pe") == pe_style("my_new_pe")
 

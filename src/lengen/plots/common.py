@@ -54,9 +54,10 @@ PE_STYLES = {
     "path_fox": (OKABE_ITO["reddish_purple"], "D", ":"),
     "pope": (OKABE_ITO["vermillion"], "v", ":"),
     "dape": (OKABE_ITO["sky_blue"], "P", ":"),
-    "rnope": (OKABE_ITO["black"], "X", ":"),
-    "rnope_swa": (OKABE_ITO["black"], "*", "-."),
-    "irope": (OKABE_ITO["vermillion"], "h", "-."),
+    # the schedules: a colour each apart from NoPE's and RoPE's, which they are compared with
+    "rnope": (OKABE_ITO["reddish_purple"], "X", "-."),
+    "rnope_swa": (OKABE_ITO["bluish_green"], "*", "-."),
+    "irope": (OKABE_ITO["sky_blue"], "h", "-."),
 }
 _MARKERS = "osD^vPX*h<>p"
 #: resolution of saved PNGs unless a caller passes one (run figures: ``eval.plot_dpi``)
