@@ -229,7 +229,8 @@ def test_fire_takes_bias_blocks_within_the_budget(monkeypatch):
     )
     expected = textbook(q, k, v, causal=True, pe=pe, q_positions=positions, k_positions=positions)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
-    assert len(masks) == 4  # ceil(11 / 3)
+    # three rows a block, divided by the score-sized tensors FIRE's MLP builds: one row each
+    assert len(masks) == 11 and pe.score_copies > 3
     assert all(q.shape[0] * mask.numel() <= budget for mask in masks)
 
 
@@ -474,6 +475,18 @@ def test_flex_option_leaves_encodings_without_a_relative_bias_alone():
 def test_auto_takes_flex_only_for_long_evaluation_on_cuda(when, kernel):
     pe = make_pe("alibi", causal=True)
     assert kernels.choose_kernel(pe, "auto", **when) == kernel
+
+
+@pytest.mark.parametrize("name", ["dape", "fire"])
+def test_encodings_that_build_per_score_get_smaller_blocks_only_beyond_one_block(name):
+    from helpers import pe_factory
+
+    pe = pe_factory(name)(d_model=N_HEADS * HEAD_DIM, n_heads=N_HEADS, causal=True)
+    assert pe.score_copies > 1
+    q, k, _ = qkv(64, 64, batch=2)  # 2 · 4 · 64 · 64 = 32,768 scores
+    assert kernels._block_rows(q, k, 1 << 15, pe) == 64  # fits one block: as before
+    plain = kernels._block_rows(q, k, 1 << 13, None)  # 16 rows for an encoding without
+    assert kernels._block_rows(q, k, 1 << 13, pe) == max(1, plain // pe.score_copies)
 
 
 def test_flex_refuses_to_train_on_cpu(eager_flex):

@@ -253,7 +253,8 @@ def _flex(
 def _block_rows(
     q: Tensor, k: Tensor, max_elements: int, pe: PositionalEncoding | None = None, causal=True
 ) -> int:
-    """Queries per block so that a (B, H, block, Tk) score block stays within max_elements.
+    """Queries per block so that a (B, H, block, Tk) score block stays within max_elements
+    (beyond one block, divided by ``pe.score_copies``: encodings that build several per score).
 
     Under a window or chunks (``pe.local``) a block of c queries sees at most c + e keys (e =
     w − 1, or c_chunk − 1, on each side the mask reaches), so blocks may be larger: the largest
@@ -264,6 +265,11 @@ def _block_rows(
         reach = ((pe.cfg.window or pe.cfg.chunk) - 1) * (1 if causal else 2)  # e
         budget = max_elements // per_row
         rows = max(rows, (math.isqrt(reach * reach + 4 * budget) - reach) // 2)
+    if pe is not None and rows < q.shape[2]:
+        # several blocks anyway (long evaluation): blocks sized for what the encoding builds per
+        # score (DAPE's and FIRE's MLPs: ~20 score-sized tensors). A sequence that fits one
+        # block stays one block, so training lengths compute exactly as before
+        rows //= pe.score_copies
     return max(1, min(q.shape[2], rows))
 
 

@@ -132,6 +132,14 @@ class PositionalEncoding(nn.Module):
     #: Sandwich; not FIRE): attention then reads one bias per offset (``relative_bias_table``).
     bias_is_relative = False
 
+    @property
+    def score_copies(self) -> int:
+        """Score-sized fp32 tensors (B, H, c, Tk) that ``score_bias`` or ``contextual_logits``
+        hold at once (at batch 1): beyond one block the blocked path divides its block budget by
+        it, so a block's memory stays near ``MAX_BIAS_ELEMENTS`` floats whatever the encoding
+        builds per score."""
+        return 1
+
     def __init_subclass__(cls, **kwargs) -> None:
         """The facts come from the config class; a class that declares one itself (a user's
         encoding written before configs existed) gets a config class that agrees with it."""

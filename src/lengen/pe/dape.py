@@ -42,7 +42,8 @@ Our choices and deviations:
   positions (``positions``); the log-length scale multiplies q and with it x;
 * memory: attention runs an explicit softmax per block of queries (the contextual path, as
   CoPE's), so memory grows linearly with length; the MLP's hidden layer is ``mlp_width / H``
-  times the block (transient);
+  times the block (transient), so DAPE's blocks are ``score_copies`` times smaller than other
+  encodings' (the same total work, in more, smaller pieces);
 * no form on grids (ALiBi's grid form is ALiBi's alone).
 """
 
@@ -138,6 +139,12 @@ class DAPE(PositionalEncoding):
             adapted = self.mlp(torch.cat((x, b), dim=1))  # f([x; B]), (B, H, c, Tk)
             # the kernel's logits already hold B; the paper's form has B through f only
             return adapted if self.cfg.form == "reference" else adapted - b
+
+    @property
+    def score_copies(self) -> int:
+        # scores, bias, logits, x, b, mask, output: ~7 of (B, H, c, Tk); [x; B]: 2; the hidden
+        # layer before and after its activation, and channels-last copies: ~3·W/H
+        return 9 + 3 * math.ceil(self.cfg.mlp_width / self.n_heads)
 
     def describe(self) -> dict:
         return {

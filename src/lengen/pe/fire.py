@@ -158,6 +158,12 @@ class FIRE(PositionalEncoding):
             index = heads.expand(shape).unsqueeze(-1)  # e.g. (H, Tq, Tk, 1)
             return values.expand(*shape, self.n_heads).gather(-1, index).squeeze(-1)
 
+    @property
+    def score_copies(self) -> int:
+        # the MLP's hidden layer (c, Tk, W) before and after its activation, against a score
+        # block (B, H, c, Tk) at batch 1: 2·W/H; the input, output and gather: ~3
+        return 3 + 2 * math.ceil(self.cfg.mlp_width / self.n_heads)
+
     def describe(self) -> dict:
         return {
             "mlp_width": self.cfg.mlp_width,
