@@ -29,7 +29,7 @@ RECIPES = {
     "reproduce_schedules.sh": (
         "schedules_small",
         30,
-    ),  # committed in part: 23 of 30 (SSMax to come)
+    ),  # all 30 runs committed
     # the mechanisms on their home ground (issue #31 item 3): written, not yet run
     "reproduce_addition_positions.sh": (None, 12),
     "reproduce_flip_flop.sh": (None, 15),
