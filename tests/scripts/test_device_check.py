@@ -56,3 +56,36 @@ def test_an_unknown_check_is_refused_in_one_line(capsys):
     assert capsys.readouterr().err == (
         "error: --only must name checks of bf16, flash, flex, greedy, ddp, mfu; got 'fp8'\n"
     )
+
+
+def test_jobs_below_one_is_refused_in_one_line(capsys):
+    assert check.main(["--jobs", "0"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --jobs must be ≥ 1 and --timeout > 0; got --jobs 0 --timeout 300\n"
+    )
+
+
+def test_the_timing_runs_last_and_alone_whatever_the_jobs(tmp_path, monkeypatch):
+    import threading
+
+    order, running, overlapped = [], [0], []
+    lock = threading.Lock()
+
+    def fake_case(command, timeout=None):
+        with lock:
+            running[0] += 1
+            order.append(command)
+        mfu = any("bench.py" in part for part in command)
+        if mfu:
+            overlapped.append(running[0] > 1)
+        with lock:
+            running[0] -= 1
+        return {"passed": True, "exit_status": 0, "seconds": 0.0, "error": None}
+
+    monkeypatch.setattr(check, "run_case", fake_case)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "a test GPU")
+    assert check.main(["--jobs", "4", "--out", str(tmp_path)]) == 0
+    assert any("bench.py" in part for part in order[-1]) and overlapped == [False]
+    report = (tmp_path / "report.md").read_text()
+    assert report.index("| bf16 |") < report.index("| mfu |")  # the plan's order
