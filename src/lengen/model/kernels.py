@@ -267,8 +267,8 @@ def _block_rows(
         rows = max(rows, (math.isqrt(reach * reach + 4 * budget) - reach) // 2)
     if pe is not None and q.device.type == "cpu" and not torch.is_grad_enabled():
         # evaluation on a CPU: blocks sized for what the encoding builds per score (DAPE's and
-        # FIRE's MLPs: ~20 score-sized tensors), at no cost in time there (compute-bound) and
-        # with the same logits (rows are independent without a backward pass). Not on a GPU,
+        # FIRE's MLPs: ~20 score-sized tensors): the same work in more pieces, and the same
+        # logits up to fp32 rounding (rows are independent without a backward pass). Not on a GPU,
         # where small blocks cost kernel launches (H100, DAPE at 8,192 tokens: 0.10 s with
         # 1.5 GiB of transients, 0.97 s in 72 MiB), nor in training, whose gradients would sum
         # in another order
