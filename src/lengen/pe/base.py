@@ -135,9 +135,9 @@ class PositionalEncoding(nn.Module):
     @property
     def score_copies(self) -> int:
         """Score-sized fp32 tensors (B, H, c, Tk) that ``score_bias`` or ``contextual_logits``
-        hold at once (at batch 1): beyond one block the blocked path divides its block budget by
-        it, so a block's memory stays near ``MAX_BIAS_ELEMENTS`` floats whatever the encoding
-        builds per score."""
+        hold at once (at batch 1): evaluating on a CPU, the blocked path divides its block budget
+        by it, so a block's memory stays near ``MAX_BIAS_ELEMENTS`` floats whatever the encoding
+        builds per score (``lengen.model.kernels._block_rows``)."""
         return 1
 
     def __init_subclass__(cls, **kwargs) -> None:
