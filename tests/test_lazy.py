@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 PROBE = """
 import sys
 from lengen.lazy import torch, is_loaded
@@ -17,15 +19,17 @@ print(is_loaded("torch"), torch.cuda is real.cuda, type(sys.modules["torch"]).__
 """
 
 
+@pytest.fixture(scope="module")
 def probe() -> list[str]:
+    """The probe's two lines, from one fresh interpreter (each torch import costs seconds)."""
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                           timeout=120, check=True)  # fmt: skip
     return done.stdout.split("\n")
 
 
-def test_taking_torch_from_lazy_imports_nothing_and_puts_no_stand_in_in_sys_modules():
-    assert probe()[0] == "False False"
+def test_taking_torch_from_lazy_imports_nothing_and_puts_no_stand_in_in_sys_modules(probe):
+    assert probe[0] == "False False"
 
 
-def test_the_first_attribute_read_imports_the_real_module_that_import_torch_returns():
-    assert probe()[1] == "True True module"
+def test_the_first_attribute_read_imports_the_real_module_that_import_torch_returns(probe):
+    assert probe[1] == "True True module"
