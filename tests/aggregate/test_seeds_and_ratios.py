@@ -176,3 +176,19 @@ def test_summary_md_has_a_ratio_section(sweep):
 def test_cli_refuses_a_threshold_outside_the_unit_interval(sweep, capsys):
     assert main([str(sweep), "--ratio-thresholds", "0.9", "1.5"]) == 2
     assert "ratio thresholds must be numbers in (0, 1]" in capsys.readouterr().err
+
+
+def test_a_first_place_shared_by_three_counts_for_each(tmp_path):
+    # three PEs tie for first (average rank 2), a fourth is last: n_best 1, 1, 1 and 0
+    for pe, value in (("A", 1.0), ("B", 1.0), ("C", 1.0), ("D", 0.5)):
+        write_run(tmp_path, pe, pe=pe, seed=0, accuracy={4: 1.0, 8: value})
+    ranking = aggregate(tmp_path).ranking
+    best = {row["pe"]: row["n_best"] for row in ranking if row["scope"] == "all"}
+    assert best == {"A": 1, "B": 1, "C": 1, "D": 0}
+
+
+def test_a_comparison_in_which_every_pe_ties_has_no_first_place(tmp_path):
+    for pe in ("A", "B"):  # both at 0 past L: neither is first
+        write_run(tmp_path, pe, pe=pe, seed=0, accuracy={4: 1.0, 8: 0.0})
+    ranking = aggregate(tmp_path).ranking
+    assert [row["n_best"] for row in ranking if row["scope"] == "all"] == [0, 0]

@@ -58,7 +58,7 @@ Within each comparison (same configuration apart from the PE, one length beyond 
 length, one protocol) PEs are ranked by {statistic} metric, ties sharing the average rank; a PE's \
 MRR is the mean of 1/rank over its comparisons (1 = always best). Comparisons with a single PE \
 are skipped, and so are comparisons in which no encoding learned the task in distribution \
-(listed below). `n_best`: first places, shared ones included.{ratios}
+(listed below). `n_best`: first places, shared ones included (none where every PE ties).{ratios}
 """
 #: how the text names each ``--statistic`` over seeds
 STATISTIC_NAMES = {"mean": "mean", "max": "maximum over seeds", "min": "minimum over seeds"}

@@ -433,19 +433,24 @@ def rank_pes(
     if not ranks:
         return [], left_out, table[:0]
     table = table.assign(rank=pd.concat(ranks)).dropna(subset=["rank"])
+    # first place, shared or not (three tied for first share rank 2, so the comparison's best
+    # rank, not 1, is first); a comparison in which every PE ties (all at 0 past L) has none
+    by_comparison = table.groupby(COMPARISON, sort=False, dropna=False)["rank"]
+    best, worst = by_comparison.transform("min"), by_comparison.transform("max")
+    table = table.assign(_first=(table["rank"] == best) & (best < worst))
     # a PE's variants (RoPE base 500 and base 10⁴) rank apart when the folder holds several
     pairs = zip(table["pe"], table["_pe_settings"], strict=True)
     label = [f"{pe} ({settings})" if settings else str(pe) for pe, settings in pairs]
     scopes = [table.assign(scope="all", label=label)]
     if table["task"].nunique(dropna=False) > 1:
         scopes.append(scopes[0].assign(scope=[f"task={task}" for task in table["task"]]))
-    scores = pd.concat(scopes).groupby(["scope", "label"], sort=False)["rank"]
-    ranking = scores.agg(
+    scored = pd.concat(scopes).groupby(["scope", "label"], sort=False)
+    ranking = scored["rank"].agg(
         mrr=lambda ranks: math.fsum(1.0 / ranks) / len(ranks),
         mean_rank=lambda ranks: math.fsum(ranks) / len(ranks),
         n_comparisons="size",
-        n_best=lambda ranks: int((ranks < 2).sum()),  # shared first places too
-    ).reset_index()
+    )
+    ranking = ranking.assign(n_best=scored["_first"].sum().astype(int)).reset_index()
     ranking = ranking.assign(other=ranking["scope"] != "all", minus_mrr=-ranking["mrr"])
     ranking = ranking.sort_values(["other", "scope", "minus_mrr", "label"], kind="stable")
     ranking["position"] = ranking.groupby("scope", sort=False).cumcount() + 1
