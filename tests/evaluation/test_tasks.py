@@ -118,6 +118,25 @@ def test_encoder_greedy_rows_equal_teacher_forced_ones():
         assert rows[0][key] == pytest.approx(rows[1][key])
 
 
+def forward_calls(model: nn.Module) -> list:
+    """A list that grows by one at every forward pass of ``model``."""
+    calls: list = []
+    model.register_forward_hook(lambda *_: calls.append(1))
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("kind", "task"), [("encoder", "copy"), ("decoder", "a5"), ("decoder", "flip_flop")]
+)
+def test_one_pass_answers_reuse_the_teacher_forced_pass(kind, task):
+    # an encoder and tagged tasks answer in one pass: greedy must not run it a second time
+    cfg = compose_train("pe=rope", f"model={kind}", f"data={task}", "data.len=8", *TINY)
+    data, model, _ = build(cfg)
+    calls = forward_calls(model)
+    evaluate(model, data, [8], samples=4, protocol="greedy", progress=False)
+    assert len(calls) == 1  # 4 samples: one batch
+
+
 # -- an oracle checks that prompt and answer are aligned ---------------------------------------
 class CopyOracle(nn.Module):
     """Solves copy from the prompt alone: logits of the answer token at every answer position.

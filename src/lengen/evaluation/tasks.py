@@ -64,20 +64,26 @@ def answer_span(targets: Tensor) -> tuple[int, int]:
 
 @torch.no_grad()
 def greedy_generate(
-    model: torch.nn.Module, inputs: dict, targets: Tensor, start: int | None = None
+    model: torch.nn.Module,
+    inputs: dict,
+    targets: Tensor,
+    start: int | None = None,
+    logits: Tensor | None = None,
 ) -> Tensor:
     """Greedy answers (B, m) for one batch, decoded with the key/value cache.
 
     ``inputs`` are the teacher-forced inputs of the batch (``format_batch``); only their prompt
     part is read. One step per answer token, for the whole batch at once. ``start`` (tagged
     tasks on a decoder or encoder, ``layout.tagged_answer_start``): the answers are read at
-    the input tokens, none is fed back, so the answer is the argmax of one pass from there.
+    the input tokens, none is fed back, so the answer is the argmax of one pass from there;
+    an encoder reads its answer slots in one pass too. ``logits`` (B, T, V): the caller's
+    teacher-forced pass over the same ``inputs``, which is that one pass (not recomputed).
     """
-    if start is not None:
-        return model(**inputs)[:, start:].argmax(-1)
-    start, answer_length = answer_span(targets)
-    if model.kind == "encoder":  # the answer slots (grids: cells) are read in one pass
-        return model(**inputs)[:, start:].argmax(-1)
+    one_pass = start is not None or model.kind == "encoder"  # encoder: grids' cells too
+    if start is None:
+        start, answer_length = answer_span(targets)
+    if one_pass:
+        return (model(**inputs) if logits is None else logits)[:, start:].argmax(-1)
     if model.kind == "decoder":
         tokens = inputs["tokens"]  # (B, N): BOS x SEP y1 … y(m−1)
         # a task's own positions (N,) are known from its layout before generation (passed only
@@ -102,11 +108,15 @@ def greedy_generate(
 
 
 def greedy_correct(
-    model: torch.nn.Module, inputs: dict, targets: Tensor, start: int | None = None
+    model: torch.nn.Module,
+    inputs: dict,
+    targets: Tensor,
+    start: int | None = None,
+    logits: Tensor | None = None,
 ) -> Tensor:
     """Whether each generated answer token equals the answer's -> (B, m) bool (unscored
-    positions of tagged tasks: False)."""
-    generated = greedy_generate(model, inputs, targets, start)
+    positions of tagged tasks: False); ``logits`` as in ``greedy_generate``."""
+    generated = greedy_generate(model, inputs, targets, start, logits)
     start = answer_span(targets)[0] if start is None else start
     return generated == targets[:, start:]  # (B, m)
 
@@ -237,7 +247,8 @@ def score_lengths(
                 logits = model(**model_inputs)
                 tally.add("teacher_forced", *teacher_forced_correct(logits, targets, start))
                 if protocol == "greedy":
-                    correct = greedy_correct(model, model_inputs, targets, start)  # (B, m)
+                    # tagged tasks and encoders answer in one pass: the one just made
+                    correct = greedy_correct(model, model_inputs, targets, start, logits)
                     first = answer_span(targets)[0] if start is None else start
                     scored = targets[:, first:] != IGNORE  # (B, m)
                     tally.add("greedy", correct & scored, scored)
