@@ -413,10 +413,11 @@ FORKING_OWNER = """
 import os, sys, time
 from lengen.rundir import RunDirectory
 RunDirectory(sys.argv[1]).lock()
-worker = os.fork()
-if worker == 0:  # the worker: holds every descriptor it inherited, for a minute
+if os.fork() == 0:  # the worker: holds every other descriptor it inherited, for a minute
+    # printed by the worker, so the test reads it only once fork's child hooks have run (under
+    # load the child may not have run at all when the parent could print)
+    print(os.getpid(), flush=True)
     time.sleep(60)
     os._exit(0)
-print(worker, flush=True)
 time.sleep(60)
 """
