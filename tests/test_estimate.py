@@ -15,7 +15,14 @@ import torch
 from omegaconf import OmegaConf
 
 from lengen.cli import SweepReport
-from lengen.progress import Estimate, StepTimer, eval_flops, interpolate, train_step_flops
+from lengen.progress import (
+    MIN_TIMED_STEPS,
+    Estimate,
+    StepTimer,
+    eval_flops,
+    interpolate,
+    train_step_flops,
+)
 from lengen.train import RunTiming
 
 MACHINE = "cpu · test CPU · 2 threads"
@@ -32,8 +39,15 @@ def test_a_size_between_two_measured_ones_is_read_between_them_in_log_log():
     assert interpolate([[1e9, 1.0], [1e11, 10.0]], 1e10) == pytest.approx(10**0.5)
 
 
-def test_a_size_above_every_measured_one_scales_with_its_flops():
-    assert interpolate([[1e9, 1.0], [2e9, 1.5]], 6e9) == pytest.approx(4.5)
+def test_a_size_above_every_measured_one_adds_its_extra_flops_at_the_fastest_rate():
+    # 2e9 in 1.5 s is the largest; 1e9 in 0.25 s the fastest rate (4e9 FLOP/s): 1.5 + 4e9 / 4e9
+    assert interpolate([[1e9, 0.25], [2e9, 1.5]], 6e9) == pytest.approx(2.5)
+
+
+def test_a_largest_size_timed_beside_other_work_does_not_multiply_the_estimate():
+    # 2e9 in 5 s was timed under load; scaling it would say 50 s at 2e10, the machine's
+    # fastest rate (4e9 FLOP/s) for the extra FLOPs says 5 + 4.5
+    assert interpolate([[1e9, 0.25], [2e9, 5.0]], 2e10) == pytest.approx(9.5)
 
 
 def test_a_size_below_every_measured_one_costs_the_smallest_time():
@@ -130,12 +144,24 @@ def test_the_step_timer_keeps_nothing_in_the_checkpoint():
     assert StepTimer().state_dict() == {}  # a checkpoint (and a resumed run) is unchanged
 
 
-def test_the_step_timer_leaves_the_first_step_out():
+def timed(steps: int, first_step_seconds: float = 5.0) -> StepTimer:
+    """A StepTimer that saw ``steps`` steps of 0.5 s after a slow first one."""
     timer = StepTimer()
-    for step, now in [(1, 10.0), (2, 10.5), (3, 11.0), (4, 11.5)]:
+    for step in range(1, steps + 1):
+        now = first_step_seconds + 0.5 * (step - 1)
         timer.first = timer.first or (step, now)
         timer.last = (step, now)
-    assert timer.step_seconds() == pytest.approx(0.5) and timer.steps() == 4
+    return timer
+
+
+def test_the_step_timer_leaves_the_first_step_out():
+    timer = timed(MIN_TIMED_STEPS)
+    assert timer.step_seconds() == pytest.approx(0.5) and timer.steps() == MIN_TIMED_STEPS
+
+
+def test_a_run_of_few_steps_times_no_step():
+    # a test's or a smoke run's steps are mostly warm-up and validations
+    assert timed(MIN_TIMED_STEPS - 1).step_seconds() is None
 
 
 # -- a sweep: run k of N, and the time left ------------------------------------------------------
@@ -182,6 +208,24 @@ def test_no_plan_no_progress_line(tmp_path):
 
 def test_a_size_measured_several_times_scales_from_its_fastest_time():
     assert interpolate([[1e9, 0.2], [1e9, 2.0]], 4e9) == pytest.approx(0.8)
+
+
+def test_a_calibration_of_the_old_format_is_read_as_empty_and_replaced(tmp_path):
+    # version 1 kept the step times of short runs (warm-up and validations), which once made
+    # an estimate 321 h
+    path = tmp_path / "timings.json"
+    path.write_text(json.dumps({"version": 1, "machines": {MACHINE: {"train": [[1e9, 7.0]]}}}))
+    assert "rough:" in Estimate(path, MACHINE, "cpu").line(10, 1e9, 1e9, "t")
+    Estimate(path, MACHINE, "cpu").record(1e9, 0.1, 1e9, 1.0, "t", 1.0)
+    assert json.loads(path.read_text())["machines"][MACHINE]["train"] == [[1e9, 0.1]]
+
+
+def test_a_run_without_a_step_time_still_counts_as_calibrating(tmp_path):
+    path = tmp_path / "timings.json"
+    Estimate(path, MACHINE, "cpu").record(1e9, None, 1e9, 4.0, "greedy", None)
+    line = Estimate(path, MACHINE, "cpu").line(10, 1e9, 1e9, "greedy")
+    assert line.endswith("the rest calibrated by 1 finished run)")
+    assert "partly rough: steps and start-up not yet measured" in line
 
 
 def test_an_estimate_with_only_its_steps_measured_names_what_is_guessed(tmp_path):

@@ -15,11 +15,12 @@ Only rank zero prints, as Lightning's bars do.
 **How long, before it starts** (``Estimate``): before training, a run prints one line with its
 expected wall time, training steps × the time of a step + evaluation. The times come from
 this machine's calibration file (``lengen.caches.calibration_file``), which every finished run
-updates with what it measured (``StepTimer``: the time between steps, validations included;
-the evaluation's wall time; Lightning's start-up), keyed by the machine (device, CPU or GPU
-model, threads, processes) and placed by the FLOPs of a step (``train_step_flops``) or of the
-evaluation (``eval_flops``): a size measured before gives its own time; another size is read
-between the two nearest measured ones (log-log), or scaled from the nearest. With nothing
+updates with what it measured (``StepTimer``: the time between steps, validations included,
+from runs of at least ``MIN_TIMED_STEPS`` steps; the evaluation's wall time; Lightning's
+start-up), keyed by the machine (device, CPU or GPU model, threads, processes) and placed by
+the FLOPs of a step (``train_step_flops``) or of the evaluation (``eval_flops``): a size
+measured before gives its own time; another size is read between the two nearest measured
+ones (log-log), or from the nearest (``interpolate``). With nothing
 measured here yet, the line says it is a rough guess from the FLOP count at an assumed speed.
 Reading and updating it costs milliseconds and touches no random generator of the run.
 
@@ -183,8 +184,9 @@ def _callbacks() -> dict:
             self.last = now
 
         def step_seconds(self) -> float | None:
-            """Mean seconds per step after the first; None with fewer than two steps."""
-            if self.first is None or self.last is None or self.last[0] <= self.first[0]:
+            """Mean seconds per step after the first; None with fewer than
+            ``MIN_TIMED_STEPS`` steps trained (see there)."""
+            if self.first is None or self.last is None or self.steps() < MIN_TIMED_STEPS:
                 return None
             return (self.last[1] - self.first[1]) / (self.last[0] - self.first[0])
 
@@ -248,6 +250,13 @@ def each(
 # -- how long a run will take, before it starts -------------------------------------------------
 #: observations kept per machine and kind (the newest): enough to span a project's sizes
 KEPT = 40
+#: a process that trained fewer steps calibrates no step time: it timed its warm-up and its
+#: validations (a test's run validates every few steps) more than its steps, and such times,
+#: once the largest measured, made the estimate of a larger run 321 h instead of hours
+MIN_TIMED_STEPS = 100
+#: the calibration file's format: files of another (version 1 kept the short runs' step
+#: times) are read as empty and replaced at the next record
+FORMAT = 2
 #: assumed speeds where nothing was measured on the machine yet (the line says "rough"): a
 #: small model on a CPU reaches ~half of the matmul peak (docs/benchmarks.md), a GPU far more;
 #: the start-up is Lightning's (trainer set-up, sanity validation)
@@ -292,9 +301,11 @@ def interpolate(observations: list, flops: float) -> float | None:
     10% (scaled to ``flops``): what the machine does when nothing else runs, since runs timed
     beside other work (a test suite, a parallel sweep) measure that work too, many times over,
     and a median of such times once said 7m41s for a run that took 20 s; else between the two
-    nearest around it, linear in log-log; above
-    every one, proportional to the largest; below every one, the smallest's time (a floor:
-    small sizes are bound by overheads, not FLOPs). None without observations."""
+    nearest around it, linear in log-log; above every one, the largest's time plus the FLOPs
+    beyond it at the fastest rate measured (scaling the largest would multiply whatever slowed
+    it, load or overheads, by the size ratio); below every one, the
+    smallest's time (a floor: small sizes are bound by overheads, not FLOPs). None without
+    observations."""
     fastest: dict[float, float] = {}  # each size measured: its fastest time (see above)
     for f, s in observations:
         if f > 0 and s > 0:
@@ -313,7 +324,8 @@ def interpolate(observations: list, flops: float) -> float | None:
         return math.exp(math.log(s0) + weight * (math.log(s1) - math.log(s0)))
     if below:
         f0, s0 = below[-1]
-        return s0 * flops / f0
+        rate = max(f / s for f, s in pairs)  # FLOPs a second
+        return s0 + (flops - f0) / rate
     return above[0][1]
 
 
@@ -328,7 +340,9 @@ class Estimate:
     def _read(self) -> dict:
         try:
             data = json.loads(self.path.read_text())
-            return data["machines"].get(self.machine, {}) if isinstance(data, dict) else {}
+            if not isinstance(data, dict) or data.get("version") != FORMAT:
+                return {}
+            return data["machines"].get(self.machine, {})
         except (OSError, ValueError, KeyError, AttributeError):
             return {}
 
@@ -343,7 +357,8 @@ class Estimate:
         evaluate = None if per_length is None else per_length * lengths
         starts = self.calibration.get("start", [])
         start = sorted(starts)[len(starts) // 2] if starts else None
-        runs = len(self.calibration.get("train", []))
+        # every finished run records its evaluation, a long enough one its step time too
+        runs = max((len(v) for v in self.calibration.values() if isinstance(v, list)), default=0)
         # what is not measured here yet, named in the line (the rest is calibrated)
         guessed = [
             part
@@ -399,8 +414,10 @@ class Estimate:
             data = json.loads(self.path.read_text()) if self.path.is_file() else {}
         except (OSError, ValueError):
             data = {}
-        if not isinstance(data, dict) or not isinstance(data.get("machines"), dict):
-            data = {"version": 1, "machines": {}}
+        if not isinstance(data, dict) or data.get("version") != FORMAT:
+            data = {"version": FORMAT, "machines": {}}
+        if not isinstance(data.get("machines"), dict):
+            data["machines"] = {}
         machine = data["machines"].setdefault(self.machine, {})
         new = {
             "train": [step_flops, step_seconds] if step_seconds else None,
