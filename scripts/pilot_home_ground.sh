@@ -5,8 +5,8 @@
 # one change each (batch, length, group, heads, learning rate), all at once, one process each,
 # each stopped by SIGTERM after $T seconds (checkpoint kept; running it again resumes them:
 # resume=auto), then their validation curves. Made for a GPU (2026-11-26: an H100 ran the 15 at
-# 15-22 steps/s each); on this CPU, two at a time, the same steps would take about 8 h (from
-# its step times, not run). Run as it was, twice with T=390 and
+# 15-22 steps/s each); on a 2-core CPU it would start the 15 all the same, and the same steps
+# two at a time would take about 8 h (from its step times, not run). Run as it was, twice with T=390 and
 # T=290 (h_pope_b256_h8 in the second only), from 38d87c7 (results/pilots/home_ground_h100):
 #   T=390 P=<folder> bash scripts/pilot_home_ground.sh; T=290 P=<folder> bash scripts/pilot_home_ground.sh
 # ONLY=<regex> runs the configurations whose names match.
