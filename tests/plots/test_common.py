@@ -15,6 +15,12 @@ def test_pe_colours_are_distinct_for_the_schedules_and_what_they_are_compared_wi
     assert len(set(colours)) == 5
 
 
+def test_pe_colours_are_distinct_for_each_home_ground_comparison():
+    # the recipes of docs/reproductions.md (f), (g), (h)
+    for names in (("fox", "path", "stick_breaking", "rope", "nope"), ("pope", "rope")):
+        assert len({PE_STYLES[name][0] for name in names}) == len(names), names
+
+
 def test_unknown_pe_gets_a_deterministic_style():
     assert pe_style("my_new_pe") == pe_style("my_new_pe")
 

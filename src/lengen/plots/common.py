@@ -52,7 +52,7 @@ PE_STYLES = {
     "stick_breaking": (OKABE_ITO["orange"], "s", ":"),
     "path": (OKABE_ITO["bluish_green"], "^", ":"),
     "path_fox": (OKABE_ITO["reddish_purple"], "D", ":"),
-    "pope": (OKABE_ITO["vermillion"], "v", ":"),
+    "pope": (OKABE_ITO["blue"], "D", ":"),  # not RoPE's colour: recipe (h) compares the two
     "dape": (OKABE_ITO["sky_blue"], "P", ":"),
     # the schedules: a colour each apart from NoPE's and RoPE's, which they are compared with
     "rnope": (OKABE_ITO["reddish_purple"], "X", "-."),
