@@ -99,3 +99,83 @@ def test_a_job_that_left_no_word_and_no_results_is_a_failure(tmp_path):
 def test_a_sweep_no_job_reported_back_from_is_not_a_success(tmp_path):
     status, _, err = report(tmp_path)
     assert status == 1 and "no job of the sweep reported back" in err
+
+
+# -- one sweep at a time into a folder: every sweep numbers its job records from 0 -------------
+@pytest.fixture
+def held_sweep(tmp_path):
+    """A sweep folder that another process's sweep holds (its lock taken, a record written);
+    -> (the folder, that process's pid)."""
+    import subprocess
+    import sys
+
+    sweep_dir = tmp_path / "sweep"
+    code = (
+        "import sys, pathlib; from lengen.rundir import hold_sweep; p = pathlib.Path(sys.argv[1])"
+        "; hold_sweep(p); (p / '.jobs').mkdir(); (p / '.jobs' / '0.json').write_text('{}')"
+        "; print('held', flush=True); sys.stdin.read()"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(sweep_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield sweep_dir, holder.pid
+    finally:
+        holder.stdin.close()  # its end of input ends it, and the kernel drops the lock
+        holder.wait(timeout=30)
+
+
+def listing(folder):
+    return sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+def test_a_second_sweep_into_a_held_folder_is_refused_naming_the_key(held_sweep):
+    from helpers import run_train
+
+    sweep_dir, pid = held_sweep
+    before = listing(sweep_dir)
+    done = run_train("-m", "seed=1", f"hydra.sweep.dir={sweep_dir}", "trainer.max_steps=1")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: hydra.sweep.dir={sweep_dir} is in use by another running sweep (pid {pid}); "
+        "allowed: another hydra.sweep.dir, or wait until that sweep ends (runs meant to run at "
+        "once go in one command: -m seed=1,2 hydra/launcher=local hydra.launcher.n_jobs=2)"
+    ]
+    assert listing(sweep_dir) == before  # the other sweep's records untouched
+
+
+def test_a_sweep_started_without_the_pre_check_is_refused_at_its_start(held_sweep):
+    # (a sweep composed from Python or another entry point: Hydra's callback asks)
+    from omegaconf import OmegaConf
+
+    from lengen.cli import SweepReport
+
+    sweep_dir, _ = held_sweep
+    before = listing(sweep_dir)
+    with pytest.raises(SystemExit) as stop:
+        SweepReport().on_multirun_start(OmegaConf.create({"hydra": {"sweep": {"dir": sweep_dir}}}))
+    assert stop.value.code == 2 and listing(sweep_dir) == before
+
+
+def test_a_sweep_lets_go_of_its_folder_at_its_end(tmp_path):
+    import fcntl
+    import os
+
+    from omegaconf import OmegaConf
+
+    from lengen.cli import SweepReport
+    from lengen.rundir import SWEEP_LOCK
+
+    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}})
+    SweepReport().on_multirun_start(config)
+    job(tmp_path, 0, "a", None, **{"results.json": "{}"})
+    report(tmp_path)  # the end of the sweep
+    descriptor = os.open(tmp_path / SWEEP_LOCK, os.O_RDWR)
+    try:  # another open file of the lock: refused while the sweep still held it
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(descriptor)

@@ -118,8 +118,16 @@ class SweepReport(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         import shutil
 
+        from lengen.rundir import hold_sweep
+
+        sweep_dir = Path(config.hydra.sweep.dir)
+        try:  # train.py's pre-check asked already; a sweep started otherwise is asked here
+            hold_sweep(sweep_dir)
+        except ConfigError as error:
+            print(f"error: {error}", file=sys.stderr)
+            sys.exit(2)
         # a sweep run again into its folder reports its own jobs, not the earlier ones
-        shutil.rmtree(Path(config.hydra.sweep.dir) / self.RECORDS, ignore_errors=True)
+        shutil.rmtree(sweep_dir / self.RECORDS, ignore_errors=True)
 
     def on_job_start(self, config: DictConfig, **kwargs) -> None:
         import threading
@@ -243,11 +251,19 @@ class SweepReport(Callback):
         return "failed", said or returned or "no results, and the job left no word (killed?)"
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        from lengen.rundir import release_sweep
+
+        try:
+            self.report(Path(config.hydra.sweep.dir))
+        finally:
+            release_sweep(Path(config.hydra.sweep.dir))
+
+    def report(self, sweep_dir: Path) -> None:
+        """Print the sweep's counts and the runs that did not finish (exit status 1 if any)."""
         import json
 
         from lengen.progress import duration
 
-        sweep_dir = Path(config.hydra.sweep.dir)
         records = []
         for path in self.job_records(sweep_dir):
             try:

@@ -69,7 +69,14 @@ from lengen.options import (
     logger_options,
     model_options,
 )
-from lengen.rundir import LOCK, RunDirectory, is_rank_zero, resolved_config
+from lengen.rundir import (
+    LOCK,
+    RunDirectory,
+    is_rank_zero,
+    resolved_config,
+    sweep_holder,
+    sweep_in_use_message,
+)
 from lengen.schema import Options, node_options
 
 
@@ -162,6 +169,8 @@ def precheck(arguments: Sequence[str]) -> int | None:
     where = "hydra.sweep.dir" if sweeping else "hydra.run.dir"
     if values.get(where):
         check_output_dir(where, values[where])
+        if sweeping and (pid := sweep_holder(Path(values[where]))) is not None:
+            raise ConfigError(sweep_in_use_message(Path(values[where]), pid))
     elif command.config_dirs == (CONFIG_DIR,):  # the default: under results/ of this folder
         check_output_dir(f"{where} (default)", "results/multiruns" if sweeping else "results/runs")
     own_subdir = "hydra.sweep.subdir" in values or any(

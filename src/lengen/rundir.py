@@ -57,6 +57,11 @@ SLURM_JOB = ".slurm_job"
 #: the job's log); everything else there comes after the run took its lock (``LOCK``)
 HYDRA_FILES = (".hydra", "train.log")
 _HELD: set[int] = set()  # descriptors of the locks this process holds
+#: held by a -m sweep's own process while it runs (``hold_sweep``): the sweep's job records
+#: (``lengen.cli.SweepReport``) are numbered from 0 by every sweep, so a second sweep into the
+#: same folder would clear the first's and report the other's runs as its own
+SWEEP_LOCK = ".jobs.lock"
+_SWEEPS: dict[Path, int] = {}  # sweep folder -> descriptor of its lock, in this process
 
 
 def _forget_inherited_locks() -> None:
@@ -67,6 +72,9 @@ def _forget_inherited_locks() -> None:
     while _HELD:
         with contextlib.suppress(OSError):
             os.close(_HELD.pop())
+    while _SWEEPS:
+        with contextlib.suppress(OSError):
+            os.close(_SWEEPS.popitem()[1])
 
 
 if hasattr(os, "register_at_fork"):
@@ -289,6 +297,56 @@ def in_use_message(path: Path) -> str:
         f"hydra.run.dir={path} is in use by another running process; allowed: a new "
         f"hydra.run.dir, or wait until that run ends"
     )
+
+
+def sweep_in_use_message(sweep_dir: Path, pid: str) -> str:
+    return (
+        f"hydra.sweep.dir={sweep_dir} is in use by another running sweep (pid {pid or '?'}); "
+        f"allowed: another hydra.sweep.dir, or wait until that sweep ends (runs meant to run "
+        f"at once go in one command: -m seed=1,2 hydra/launcher=local hydra.launcher.n_jobs=2)"
+    )
+
+
+def sweep_holder(sweep_dir: Path) -> str | None:
+    """The pid (as written, maybe '') of another process's sweep running into ``sweep_dir``;
+    None when none is (checked before anything is written)."""
+    path = Path(sweep_dir) / SWEEP_LOCK
+    if fcntl is None or Path(sweep_dir).resolve() in _SWEEPS or not path.is_file():
+        return None
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None
+    except OSError:
+        return os.read(descriptor, 32).decode(errors="replace").strip()
+    finally:
+        os.close(descriptor)
+
+
+def hold_sweep(sweep_dir: Path) -> None:
+    """Own ``sweep_dir`` for this process's sweep, until ``release_sweep`` or the process ends
+    (an exclusive ``flock`` on ``.jobs.lock``: a killed sweep leaves no stale lock). Raises
+    ConfigError when another process's sweep holds it; that refusal writes nothing."""
+    sweep_dir = Path(sweep_dir)
+    if fcntl is None or sweep_dir.resolve() in _SWEEPS:  # a later sweep of this process
+        return
+    if (pid := sweep_holder(sweep_dir)) is not None:
+        raise ConfigError(sweep_in_use_message(sweep_dir, pid))
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(sweep_dir / SWEEP_LOCK, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # taken between the look and the lock
+        os.close(descriptor)
+        raise ConfigError(sweep_in_use_message(sweep_dir, "")) from None
+    os.ftruncate(descriptor, 0)
+    os.write(descriptor, f"{os.getpid()}\n".encode())
+    _SWEEPS[sweep_dir.resolve()] = descriptor
+
+
+def release_sweep(sweep_dir: Path) -> None:
+    if (descriptor := _SWEEPS.pop(Path(sweep_dir).resolve(), None)) is not None:
+        os.close(descriptor)  # closing drops the flock
 
 
 def save_config(cfg: DictConfig, path: Path) -> None:
