@@ -34,7 +34,7 @@ RECIPES = {
     "reproduce_addition_positions.sh": ("addition_positions", 12),  # all 12 committed
     "reproduce_flip_flop.sh": ("flip_flop_small", 15),  # all 15 committed, without per-run figures
     "reproduce_state_tracking.sh": ("state_tracking_small", 9),  # A5 by default (TASKS adds S5)
-    "reproduce_indirect_indexing.sh": ("indirect_indexing_small", 6),  # 4 of 6 committed
+    "reproduce_indirect_indexing.sh": ("indirect_indexing_small", 6),
     "reproduce_mcgill_paper.sh": (None, 45),
     "search_mcgill.sh": ("mcgill_search", 12),
     # its committed runs predate experiment=chomsky_small's present width and draws, which the
