@@ -81,6 +81,33 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_inherited_locks)
 
 
+def _take_lock(path: Path) -> int | None:
+    """An exclusive ``flock`` on ``path`` (created if missing), this process's pid written into
+    it -> its descriptor; None when another open file holds it. The kernel drops the lock when
+    the descriptor is closed or the process ends, so a killed process leaves none."""
+    descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(descriptor)
+        return None
+    os.ftruncate(descriptor, 0)
+    os.write(descriptor, f"{os.getpid()}\n".encode())
+    return descriptor
+
+
+def _held_elsewhere(path: Path) -> bool:
+    """Whether another open file holds ``path``'s lock (an existing file; nothing written)."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(descriptor)
+
+
 def slurm_job() -> str | None:
     """This process's SLURM job as ``cluster/job id`` (None outside a SLURM job)."""
     job = os.environ.get("SLURM_JOB_ID")
@@ -313,14 +340,11 @@ def sweep_holder(sweep_dir: Path) -> str | None:
     path = Path(sweep_dir) / SWEEP_LOCK
     if fcntl is None or Path(sweep_dir).resolve() in _SWEEPS or not path.is_file():
         return None
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    if not _held_elsewhere(path):  # a sweep that ended (or was killed) left its file
         return None
-    except OSError:
-        return os.read(descriptor, 32).decode(errors="replace").strip()
-    finally:
-        os.close(descriptor)
+    with contextlib.suppress(OSError):
+        return path.read_text(errors="replace")[:32].strip()
+    return ""
 
 
 def hold_sweep(sweep_dir: Path) -> None:
@@ -333,14 +357,8 @@ def hold_sweep(sweep_dir: Path) -> None:
     if (pid := sweep_holder(sweep_dir)) is not None:
         raise ConfigError(sweep_in_use_message(sweep_dir, pid))
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(sweep_dir / SWEEP_LOCK, os.O_CREAT | os.O_RDWR, 0o644)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:  # taken between the look and the lock
-        os.close(descriptor)
-        raise ConfigError(sweep_in_use_message(sweep_dir, "")) from None
-    os.ftruncate(descriptor, 0)
-    os.write(descriptor, f"{os.getpid()}\n".encode())
+    if (descriptor := _take_lock(sweep_dir / SWEEP_LOCK)) is None:  # taken since the look
+        raise ConfigError(sweep_in_use_message(sweep_dir, ""))
     _SWEEPS[sweep_dir.resolve()] = descriptor
 
 
@@ -521,14 +539,8 @@ class RunDirectory:
         lock); a second process is refused."""
         if fcntl is None or self._lock is not None:
             return
-        descriptor = os.open(self.path / LOCK, os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(descriptor)
-            raise ConfigError(in_use_message(self.path)) from None
-        os.ftruncate(descriptor, 0)
-        os.write(descriptor, f"{os.getpid()}\n".encode())
+        if (descriptor := _take_lock(self.path / LOCK)) is None:
+            raise ConfigError(in_use_message(self.path))
         self._lock = descriptor
         _HELD.add(descriptor)
 
@@ -558,14 +570,7 @@ class RunDirectory:
         """Whether another process holds the directory's lock (checked before Hydra writes)."""
         if fcntl is None or not (self.path / LOCK).is_file():
             return False
-        descriptor = os.open(self.path / LOCK, os.O_RDONLY)
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return False
-        except OSError:
-            return True
-        finally:
-            os.close(descriptor)
+        return _held_elsewhere(self.path / LOCK)
 
     def write_data_card(self, data, lengths: list[int]) -> None:
         card = data.card(lengths)
