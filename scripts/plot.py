@@ -4,6 +4,7 @@ python scripts/plot.py <folder> [--metric exact_match] [--exclude-not-learned] [
                               [--labels names.yaml]
 python scripts/plot.py [LABEL=]<folder> [LABEL=]<folder> … --out DIR   (sweeps compared)
 python scripts/plot.py attention <run dir> --length L [--samples 16] [--out DIR]
+python scripts/plot.py runs <folder>
 python scripts/plot.py pe-analysis [--pe all|sinusoidal|rope] [--length 128] [--dim 64] --out DIR
 python scripts/plot.py pe-analysis --grid 16x16 [--pe all|sinusoidal|rope|rope_mixed|alibi] --out DIR
 
@@ -16,8 +17,9 @@ lines are named by what sets them apart, renamed with --labels FILE; the second 
 mean attention distance of a run's checkpoint at one length; the third the PE-matrix, waveform,
 similarity and RoPE-score figures and prints the PE(p+k) = T(k)·PE(p) check; with ``--grid HxW``
 the same on a 2-D grid, seen from the centre cell (similarity image, 2-D RoPE and RoPE-Mixed
-scores with the offset-only check, ALiBi's distances).
-See docs/analysis.md.
+scores with the offset-only check, ALiBi's distances); ``runs`` every run's own figures below the
+folder again, from the json files each run wrote (the committed reproductions keep only the
+numbers in git: docs/reproductions.md). See docs/analysis.md.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "attention":
         return _attention_main(argv[1:])
+    if argv and argv[0] == "runs":
+        return _runs_main(argv[1:])
     if argv and argv[0] == "pe-analysis":
         parser = OneLineParser(
             prog="plot.py pe-analysis", description="Figures of the PE math (docs/analysis.md)."
@@ -214,6 +218,41 @@ def _grid_analysis(args) -> int:
                 f"along the row / column axis changes it by {row:.2f} / {column:.2f}"
             )
     print("\n".join(str(path) for path in report["paths"]))
+    return 0
+
+
+def _runs_main(argv: list[str]) -> int:
+    """``plot.py runs <folder>``: each run's figures drawn again from its json files."""
+    parser = OneLineParser(
+        prog="plot.py runs",
+        description="Every run's own figures (extrapolation, attention diagnostics, accuracy by "
+        "position and by depth, loss by position) drawn again from the json files it wrote, for "
+        "every run directory at or below the folder (docs/reproductions.md).",
+    )
+    parser.add_argument("folder", type=Path, help="a run directory or a folder of them")
+    args = parser.parse_args(argv)
+    from lengen.aggregate.report import unwritable
+    from lengen.plots.redraw import redraw_run, run_folders
+
+    if not args.folder.is_dir():
+        print(f"error: {args.folder}: not a folder", file=sys.stderr)
+        return 2
+    runs = run_folders(args.folder)
+    if not runs:
+        print(f"error: {args.folder}: no run directory (config.yaml and results.json) at or "
+              "below it", file=sys.stderr)  # fmt: skip
+        return 2
+    if problem := next(filter(None, map(unwritable, runs)), None):
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        for run in runs:
+            print("\n".join(str(path) for path in redraw_run(run)))
+    except OSError as error:  # a disk that filled up on the way
+        from lengen.aggregate.report import write_failure
+
+        print(f"error: {write_failure(run, error)}", file=sys.stderr)
+        return 4
     return 0
 
 
