@@ -101,6 +101,38 @@ def test_a_sweep_no_job_reported_back_from_is_not_a_success(tmp_path):
     assert status == 1 and "no job of the sweep reported back" in err
 
 
+def test_a_packs_job_leaves_one_record_per_member_and_each_counts_by_its_own_directory(tmp_path):
+    # a SLURM job of a pack that ended without Python's word for each member (lengen's
+    # launcher records one outcome for the job): each member is counted from its directory
+    import json
+
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from lengen.cli import SweepReport
+
+    SweepReport.write_plan(tmp_path, runs=2, workers=1, skipped=[], jobs=[2])
+    members = [{"values": {"seed": s}, "subdir": f"m{s}"} for s in (0, 1)]
+    hydra = OmegaConf.create(
+        {
+            "mode": RunMode.MULTIRUN,
+            "sweep": {"dir": str(tmp_path)},
+            "sweeper": {"pack_members": json.dumps(members)},
+            "job": {"num": 0},
+            "runtime": {"output_dir": str(tmp_path / "m0")},
+        }
+    )
+    (tmp_path / "m0").mkdir()
+    (tmp_path / "m0" / "results.json").write_text('{"resumed": false}')  # finished
+    (tmp_path / "m1" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "m1" / "checkpoints" / "last.ckpt").write_text("x")  # stopped mid-pack
+    SweepReport.record(hydra, None)
+    SweepReport.record(hydra, "failed: exited with status 137 before finishing")
+    status, out, err = report(tmp_path)
+    assert status == 1 and "sweep: 2 runs (1 trained, 1 interrupted)" in out
+    assert "  m1: interrupted: " in err and "  m0:" not in err
+
+
 # -- one sweep at a time into a folder: every sweep numbers its job records from 0 -------------
 @pytest.fixture
 def held_sweep(tmp_path):

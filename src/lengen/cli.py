@@ -56,6 +56,7 @@ def train_main(cfg: DictConfig) -> str:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from lengen.sweep_packs import pack_members
     from lengen.train import run
 
     hydra = HydraConfig.get()
@@ -66,6 +67,8 @@ def train_main(cfg: DictConfig) -> str:
         # Lightning starts the other ranks by re-running the command line: the whole sweep
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+    if (members := pack_members(hydra)) is not None:  # one job, several runs (docs/scaling.md)
+        return train_pack_main(cfg, hydra, members)
     directory = RunDirectory(hydra.runtime.output_dir)
     done_before = directory.results.is_file()
     try:
@@ -93,6 +96,55 @@ def train_main(cfg: DictConfig) -> str:
             raise
         traceback.print_exc()
         return f"failed: {type(error).__name__}: {error}"
+    finally:
+        RunDirectory.release_all()
+
+
+def train_pack_main(cfg: DictConfig, hydra: DictConfig, members: list[dict]) -> list[str]:
+    """A pack's job in a ``-m`` sweep (``hydra.sweeper.pack``): its members' configs and run
+    directories (``lengen.sweep_packs``), trained together by ``lengen.pack.train_pack`` ->
+    each member's outcome, as ``train_main`` says a single run's. A fault of the whole pack is
+    recorded in each member's directory that holds no results; a member that failed on its own
+    (diverged) says so in its directory, which the outcome reads."""
+    from lengen.pack import train_pack
+    from lengen.rundir import run_state
+    from lengen.sweep_packs import member_configs, member_dirs
+
+    paths = member_dirs(hydra, members)
+    directories = [RunDirectory(path) for path in paths]
+    done_before = [directory.results.is_file() for directory in directories]
+    try:
+        configs = member_configs(cfg, members)
+        train_pack(configs, paths)
+        outcomes = []
+        for path, before in zip(paths, done_before, strict=True):
+            state, detail = run_state(path)
+            if state == "finished":
+                outcomes.append("finished earlier" if before else "trained")
+            else:
+                outcomes.append(f"failed: {detail or 'no results'}")
+        return outcomes
+    except Preempted as error:  # a signal asked us to stop: stop the sweep too
+        for directory in directories:
+            directory.record_failure(error)
+        print(str(error), file=sys.stderr)
+        sys.exit(128 + error.signum)
+    except KeyboardInterrupt as error:
+        for directory in directories:
+            directory.record_failure(error)
+        print("interrupted by SIGINT (Ctrl-C) outside training; nothing saved", file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)
+    except Exception as error:  # noqa: BLE001 - every failure is recorded, then reported
+        if not isinstance(error, ConfigError):  # a refusal leaves the directories as they were
+            for directory in directories:
+                directory.record_failure(error)
+        if isinstance(error, ONE_LINE):
+            print(f"error: {error}", file=sys.stderr)
+            said = f"{'refused' if isinstance(error, ConfigError) else 'failed'}: {error}"
+        else:
+            traceback.print_exc()
+            said = f"failed: {type(error).__name__}: {error}"
+        return [said] * len(members)
     finally:
         RunDirectory.release_all()
 
@@ -146,45 +198,79 @@ class SweepReport(Callback):
         from hydra.core.utils import JobStatus
 
         if job_return.status == JobStatus.COMPLETED:
-            self.record(config.hydra, str(job_return.return_value))
+            value = job_return.return_value  # a pack's job: one outcome per member
+            self.record(
+                config.hydra, list(map(str, value)) if isinstance(value, list) else str(value)
+            )
         else:  # an exception escaped the job
             self.record(config.hydra, f"failed: {job_return._return_value!r}")
 
     @classmethod
-    def record(cls, hydra: DictConfig, outcome: str | None) -> None:
-        """Write the job's record from its ``hydra`` config node (rank 0 of a multi-process
-        job writes; a launcher records how a job ended outside Python's reach)."""
+    def record(cls, hydra: DictConfig, outcome: str | list[str] | None) -> None:
+        """Write the job's records from its ``hydra`` config node (rank 0 of a multi-process
+        job writes; a launcher records how a job ended outside Python's reach): one per run,
+        ``<sweep dir>/.jobs/<run number - 1>.json``, so a pack's job writes one per member
+        (``outcome``: one for all, or a list with each member's)."""
         import json
 
         from hydra.types import RunMode
 
         from lengen.atomic import atomic_write
         from lengen.rundir import is_rank_zero
+        from lengen.sweep_packs import member_dirs, pack_members
 
         if not is_rank_zero() or hydra.mode != RunMode.MULTIRUN:  # a single run has no report
             return
         folder = Path(hydra.sweep.dir) / cls.RECORDS
-        path = folder / f"{hydra.job.num}.json"
-        record = {"run_dir": str(hydra.runtime.output_dir), "outcome": outcome}
-        if outcome is None:  # the job starts
-            record["started"] = time.time()
-        else:  # the job ends: its wall time, for the sweep's time left
-            started = cls._read(path).get("started")
-            if isinstance(started, int | float):
-                record["started"], record["wall_s"] = started, time.time() - started
+        first = cls.first_run(cls.read_plan(hydra.sweep.dir), int(hydra.job.num))
+        members = pack_members(hydra)
+        run_dirs = (
+            [Path(hydra.runtime.output_dir)] if members is None else member_dirs(hydra, members)
+        )
+        outcomes = outcome if isinstance(outcome, list) else [outcome] * len(run_dirs)
         folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, json.dumps(record) + "\n")
+        for index, (run_dir, said) in enumerate(zip(run_dirs, outcomes, strict=True)):
+            path = folder / f"{first + index}.json"
+            record = {"run_dir": str(run_dir), "outcome": said}
+            if members is not None:  # its wall time is the pack's, shared by its members
+                record["pack"] = len(members)
+            if said is None:  # the job starts
+                record["started"] = time.time()
+            else:  # the job ends: its wall time, for the sweep's time left
+                started = cls._read(path).get("started")
+                if isinstance(started, int | float):
+                    record["started"], record["wall_s"] = started, time.time() - started
+            atomic_write(path, json.dumps(record) + "\n")
+
+    @staticmethod
+    def first_run(plan: dict, job_num: int) -> int:
+        """The number (from 0) of a job's first run: the runs of the jobs before it (packs
+        count their members; the plan lists each job's), or the job's number without a plan."""
+        sizes = plan.get("jobs")
+        if isinstance(sizes, list) and all(isinstance(n, int) for n in sizes):
+            return sum(sizes[:job_num]) + max(0, job_num - len(sizes))
+        return job_num
 
     # -- the plan, and the time left -------------------------------------------------------------
     @classmethod
-    def write_plan(cls, sweep_dir: Path, *, runs: int, workers: int, skipped: list[dict]) -> None:
-        """The sweep's plan, before its first job: the runs it will start, how many at once and
-        the combinations it skips ({"overrides", "reason"} each)."""
+    def write_plan(
+        cls,
+        sweep_dir: Path,
+        *,
+        runs: int,
+        workers: int,
+        skipped: list[dict],
+        jobs: list[int] | None = None,
+    ) -> None:
+        """The sweep's plan, before its first job: the runs it will start, how many jobs at
+        once, the combinations it skips ({"overrides", "reason"} each) and the runs of each job
+        (``jobs``: 1 each, a pack's its members; default one run per job)."""
         import json
 
         from lengen.atomic import atomic_write
 
         plan = {"runs": runs, "workers": workers, "skipped": skipped, "started": time.time()}
+        plan["jobs"] = list(jobs) if jobs is not None else [1] * runs
         atomic_write(Path(sweep_dir) / cls.RECORDS / cls.PLAN, json.dumps(plan) + "\n")
 
     @classmethod
@@ -211,12 +297,14 @@ class SweepReport(Callback):
 
     @classmethod
     def progress_line(cls, hydra: DictConfig) -> str | None:
-        """``sweep: run k of N (<run folder>)``, and once a run has finished, how many have
-        and the time left: the finished runs' mean wall time × the runs not finished / the
-        runs at once. None outside a sweep of lengen's sweeper."""
+        """``sweep: run k of N (<run folder>)`` (a pack's job: ``runs k–l of N (a pack of m:
+        <first folder> … <last folder>)``), and once a run has finished, how many have and the
+        time left: the finished runs' mean wall time (a pack's shared by its members) × the
+        runs not finished / the jobs at once. None outside a sweep of lengen's sweeper."""
         from hydra.types import RunMode
 
         from lengen.progress import duration
+        from lengen.sweep_packs import member_dirs, pack_members
 
         if hydra.mode != RunMode.MULTIRUN:
             return None
@@ -224,12 +312,25 @@ class SweepReport(Callback):
         plan = cls.read_plan(sweep_dir)
         if not plan:
             return None
-        runs, number = plan["runs"], int(hydra.job.num) + 1
-        line = f"sweep: run {number} of {runs} ({Path(hydra.runtime.output_dir).name})"
-        walls = [r["wall_s"] for r in map(cls._read, cls.job_records(sweep_dir)) if "wall_s" in r]
-        if walls:
-            left = sum(walls) / len(walls) * max(runs - len(walls), 0) / plan.get("workers", 1)
-            line += f"; {len(walls)} finished, ≈ {duration(left)} left"
+        runs, number = plan["runs"], cls.first_run(plan, int(hydra.job.num)) + 1
+        members = pack_members(hydra)
+        if members is None:
+            line = f"sweep: run {number} of {runs} ({Path(hydra.runtime.output_dir).name})"
+        else:
+            names = [path.name for path in member_dirs(hydra, members)]
+            shown = ", ".join(names) if len(names) <= 2 else f"{names[0]} … {names[-1]}"
+            line = (
+                f"sweep: runs {number}–{number + len(names) - 1} of {runs} "
+                f"(a pack of {len(names)}: {shown})"
+            )
+        shares = [
+            r["wall_s"] / max(1, int(r.get("pack") or 1))
+            for r in map(cls._read, cls.job_records(sweep_dir))
+            if isinstance(r.get("wall_s"), int | float)
+        ]
+        if shares:
+            left = sum(shares) / len(shares) * max(runs - len(shares), 0) / plan.get("workers", 1)
+            line += f"; {len(shares)} finished, ≈ {duration(left)} left"
         return line
 
     @classmethod

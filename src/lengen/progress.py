@@ -347,14 +347,26 @@ class Estimate:
             return {}
 
     def line(
-        self, steps: int, step_flops: float, evaluation: float, protocol: str, lengths: int = 1
+        self,
+        steps: int,
+        step_flops: float,
+        evaluation: float,
+        protocol: str,
+        lengths: int = 1,
+        members: int = 1,
     ) -> str:
         """One line: the total, how it splits, and whether it is calibrated here. ``evaluation``:
-        the evaluation's FLOPs over its ``lengths`` lengths."""
-        step = interpolate(self.calibration.get("train", []), step_flops)
+        the evaluation's FLOPs over its ``lengths`` lengths. ``members`` > 1: a pack of that many
+        runs (``step_flops`` and ``evaluation`` one member's), which trains them all in one
+        step: steps × one pack step's time (``pack_step``), not members × a run's, then
+        evaluates each member."""
+        if members > 1:
+            step = pack_step(self.calibration, step_flops, members)
+        else:
+            step = interpolate(self.calibration.get("train", []), step_flops)
         # per evaluation length: a length costs its figure and checks besides its FLOPs
         per_length = interpolate(self.calibration.get(f"eval {protocol}", []), evaluation / lengths)
-        evaluate = None if per_length is None else per_length * lengths
+        evaluate = None if per_length is None else per_length * lengths * members
         starts = self.calibration.get("start", [])
         start = sorted(starts)[len(starts) // 2] if starts else None
         # every finished run records its evaluation, a long enough one its step time too
@@ -370,14 +382,15 @@ class Estimate:
             if value is None
         ]
         speed = ROUGH_FLOPS_PER_SECOND.get(self.device, ROUGH_FLOPS_PER_SECOND["cpu"])
-        step = step_flops / speed if step is None else step
+        step = members * step_flops / speed if step is None else step
         if evaluate is None:
-            evaluate = evaluation / speed + ROUGH_SECONDS_PER_LENGTH * lengths
+            evaluate = members * (evaluation / speed + ROUGH_SECONDS_PER_LENGTH * lengths)
         start = ROUGH_START_SECONDS if start is None else start
         total = start + steps * step + evaluate
+        a_step = "a pack step" if members > 1 else ""
         split = (
-            f"{steps:,} steps × {_seconds(step)} + evaluation {duration(evaluate)} "
-            f"+ start-up {duration(start)}"
+            f"{steps:,} steps × {_seconds(step)}{' ' * bool(a_step)}{a_step} + evaluation "
+            f"{duration(evaluate)} + start-up {duration(start)}"
         )
         if len(guessed) == 3:
             how = (
@@ -393,7 +406,10 @@ class Estimate:
             )
         else:
             how = f"calibrated on this machine by {runs} finished run{'s' * (runs != 1)}"
-        return f"estimate: ≈ {duration(total)} ({split}; {how})"
+        if members > 1 and "steps" not in guessed and not self.calibration.get("train pack"):
+            how += "; no pack measured here yet: its step read from single runs of its FLOPs"
+        whole = f"for the pack of {members} runs " if members > 1 else ""
+        return f"estimate: ≈ {duration(total)} {whole}({split}; {how})"
 
     def record(
         self,
@@ -404,10 +420,14 @@ class Estimate:
         protocol: str,
         start_seconds: float | None,
         lengths: int = 1,
+        members: int = 1,
     ) -> None:
         """Add a finished run's measurements to the file (written atomically; a run that
         could not write it loses nothing but the calibration): the seconds of a step at its
-        FLOPs, of an evaluation length at its mean FLOPs, and the start-up."""
+        FLOPs, of an evaluation length at its mean FLOPs, and the start-up. A pack of
+        ``members`` runs (> 1; ``step_flops`` one member's) records its step apart, as
+        ``train pack`` at the pack's FLOPs (``pack_step``); ``evaluation`` and
+        ``eval_seconds`` are then one member's."""
         from lengen.atomic import atomic_write
 
         try:
@@ -419,8 +439,9 @@ class Estimate:
         if not isinstance(data.get("machines"), dict):
             data["machines"] = {}
         machine = data["machines"].setdefault(self.machine, {})
+        train = "train pack" if members > 1 else "train"
         new = {
-            "train": [step_flops, step_seconds] if step_seconds else None,
+            train: [members * step_flops, step_seconds] if step_seconds else None,
             f"eval {protocol}": [evaluation / lengths, eval_seconds / lengths]
             if evaluation > 0 and lengths > 0
             else None,
@@ -431,6 +452,17 @@ class Estimate:
                 machine[kind] = [*machine.get(kind, []), value][-KEPT:]
         with contextlib.suppress(OSError):
             atomic_write(self.path, json.dumps(data, indent=1) + "\n")
+
+
+def pack_step(calibration: dict, step_flops: float, members: int) -> float | None:
+    """Seconds of one step of a pack of ``members`` runs of ``step_flops`` each: from the packs
+    measured on this machine (``train pack``, placed by the pack's FLOPs, members ×
+    ``step_flops``); with none, from single runs' steps at the pack's FLOPs (a stand-in: one
+    large model's matmuls and a pack's batched small ones differ in speed, either way; the
+    line says so); None with neither."""
+    flops = members * step_flops
+    packed = interpolate(calibration.get("train pack", []), flops)
+    return packed if packed is not None else interpolate(calibration.get("train", []), flops)
 
 
 def _seconds(value: float) -> str:

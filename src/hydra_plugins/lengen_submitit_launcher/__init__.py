@@ -17,6 +17,11 @@ In the job (``__call__``), a run stopped by a signal has saved its checkpoint (l
 In the sweep (``launch``), every job is waited for: one that ended without a result (killed,
 cancelled, out of memory) is named on one line rather than raised, and the sweep's report
 (``lengen.cli.SweepReport``) counts every run from its directory.
+
+A pack (``hydra.sweeper.pack``) is one job of the sweep, so one array task: its members train
+in that task's process, share its allocation and are requeued, and continue from their
+checkpoints, together. A task that ends outside Python's reach leaves a record for each member,
+and the report counts each member from its own directory.
 """
 
 from __future__ import annotations
@@ -140,7 +145,12 @@ class LengenSlurmLauncher(SlurmLauncher):
             return job.results()[0]
         except (submitit.core.utils.UncompletedJobError, submitit.core.utils.FailedJobError) as error:  # fmt: skip
             first = next((line for line in str(error).splitlines() if line.strip()), "")
-            say(f"slurm: job {job.job_id} ({' '.join(overrides)}) ended without a result: {first}")
+            shown = " ".join(
+                o for o in overrides if not o.startswith("hydra.sweeper.pack_members=")
+            )
+            if len(shown) < len(" ".join(overrides)):  # a pack's members: named by its first
+                shown += " and the rest of its pack"
+            say(f"slurm: job {job.job_id} ({shown}) ended without a result: {first}")
             return JobReturn(status=JobStatus.COMPLETED, _return_value="failed")
 
     def _submit(self, job_overrides, initial_job_idx):

@@ -15,6 +15,12 @@ nothing of lengen's at module level: Hydra imports every plugin at every start.
   again only for a job it did not see) is left out of the list every launcher gets: nothing is
   written for it, no SLURM job is submitted for it. Each is named at the start with its
   one-line refusal, and the report lists them apart from the runs.
+* **Packs** (``hydra.sweeper.pack=N``, N > 1): jobs that differ only in keys a pack's members
+  may differ in (the seeds) are grouped into packs of at most N (``lengen.sweep_packs``), and
+  each pack goes to the launcher as one job, which trains its members together in one process
+  (``lengen.pack.train_pack``) into the run directories their single jobs would have. The plan
+  counts runs, not jobs ("16 runs in 2 packs"); the pre-check refused a pack that cannot train
+  before anything was written (a sweep started without it is refused here, before any job).
 """
 
 from __future__ import annotations
@@ -28,14 +34,23 @@ from omegaconf import OmegaConf
 
 
 class LengenSweeper(BasicSweeper):
-    def __init__(self, max_batch_size=None, params=None, skip_invalid: bool = False) -> None:
+    def __init__(
+        self,
+        max_batch_size=None,
+        params=None,
+        skip_invalid: bool = False,
+        pack: int = 1,
+        pack_members: str | None = None,  # a pack job's own (lengen.sweep_packs), not the sweep's
+    ) -> None:
         super().__init__(max_batch_size, params)
         self.skip_invalid = skip_invalid
+        self.pack = pack
 
     def sweep(self, arguments: list[str]) -> Any:
         """The basic sweeper's sweep over the jobs that are not skipped, plan first."""
         from lengen.cli import SweepReport
         from lengen.preflight import checked_jobs, skip_invalid
+        from lengen.sweep_packs import pack_size, plan_line, plan_packs
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         parsed = parser.parse_overrides([*self._parse_config(), *arguments])
@@ -44,15 +59,21 @@ class LengenSweeper(BasicSweeper):
         skipped = []
         if skip_invalid(self.skip_invalid):
             jobs, skipped = self._runnable(jobs, swept)
+        runs = len(jobs)
+        loader = self.hydra_context.config_loader
+        jobs, sizes = plan_packs(
+            jobs, lambda job: loader.load_sweep_config(self.config, list(job)),
+            pack_size(self.pack),
+        )  # fmt: skip
         size = self.max_batch_size or len(jobs) or 1
         self.overrides = [jobs[i : i + size] for i in range(0, len(jobs), size)]
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         workers = parallel_runs(self.config.hydra.launcher, len(jobs))
-        SweepReport.write_plan(sweep_dir, runs=len(jobs), workers=workers, skipped=skipped)
+        SweepReport.write_plan(sweep_dir, runs=runs, workers=workers, skipped=skipped, jobs=sizes)
         at_once = f", {workers} at a time" if workers > 1 else ", one after another"
-        lines = [f"sweep: {len(jobs)} run{'s' * (len(jobs) != 1)}{at_once}, into {sweep_dir}"]
+        lines = [f"sweep: {plan_line(runs, sizes)}{at_once}, into {sweep_dir}"]
         if skipped:
             lines[0] += f"; {len(skipped)} combination{'s' * (len(skipped) != 1)} skipped"
             lines += [f"sweep: skipped {s['overrides']}: {s['reason']}" for s in skipped]
