@@ -180,6 +180,9 @@ def precheck(arguments: Sequence[str]) -> int | None:
         check_shared_directories(configs)
     for cfg in configs:
         check_launch(cfg, sweeping, cluster)
+    from lengen.sweep_packs import check_pack_sweep  # hydra.sweeper.pack (docs/scaling.md)
+
+    check_pack_sweep(command, values.get("hydra.sweeper.pack"), skipping, cluster)
     if not sweeping:
         _NEW_RUN_FOLDER["path"] = _first_missing(run_dir) if run_dir is not None else "default"
     # the other ranks of a multi-process run re-run this command into rank 0's directory
