@@ -30,18 +30,18 @@ import dataclasses
 from typing import ClassVar
 
 from lengen.pe.base import PositionalEncoding
-from lengen.pe.options import EncodingOptions
+from lengen.pe.config import EncodingConfig
 from lengen.schema import number, option
 
 
 @dataclasses.dataclass(frozen=True)
-class ToyBiasOptions(EncodingOptions):
+class ToyBiasConfig(EncodingConfig):
     bias_of_distance: ClassVar[bool] = False
     strength: float = option(0.5, number(above=0))
 
 
 class ToyBias(PositionalEncoding):
-    Options = ToyBiasOptions
+    Options = ToyBiasConfig
     bias_is_relative = True
 
     def score_bias(self, heads, q_positions, k_positions):

@@ -763,7 +763,7 @@ def processes(trainer: DictConfig) -> int | None:
 # -- components: each one's own checks -----------------------------------------------------------
 def check_components(cfg: DictConfig) -> bool:
     """Every component's own checks of a config, before a run directory exists: the data
-    source's, then the encoding's for each stack of the model (``lengen.pe.options``; the
+    source's, then the encoding's for each stack of the model (``lengen.pe.config``; the
     model's own keys are ``validate``'s, ``lengen.options``) without importing torch, so a
     refusal takes well under 2 s; then drawing a few training instances (``check_sampling``,
     which imports torch). A source that is not cheap to build (text reads its corpus) is not
@@ -774,7 +774,7 @@ def check_components(cfg: DictConfig) -> bool:
     and the device): ``check_by_building`` then runs their checks."""
     from hydra.utils import get_class
 
-    from lengen.pe.options import check_encoding
+    from lengen.pe.config import check_encoding
 
     model = cfg.model
     with user_errors():

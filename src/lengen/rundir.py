@@ -375,9 +375,9 @@ def encodings_with_option(option: str) -> list[str]:
     """The shipped encodings (configs/pe) whose yaml holds ``option``."""
     import yaml
 
-    from lengen.pe.options import _pe_config_dir
+    from lengen.pe.config import pe_config_dir
 
-    return [path.stem for path in sorted(_pe_config_dir().glob("*.yaml"))
+    return [path.stem for path in sorted(pe_config_dir().glob("*.yaml"))
             if option in (yaml.safe_load(path.read_text()) or {})]  # fmt: skip
 
 
@@ -399,9 +399,9 @@ def load_config(run_dir: Path, overrides: list[str] | tuple = ()) -> DictConfig:
             f"run={run_dir}: config.yaml cannot be read ({first}); allowed: a lengen run "
             f"directory with its config.yaml intact"
         ) from None
-    from lengen.pe.options import options_of
+    from lengen.pe.config import config_of
 
-    options = options_of(cfg.pe.get("_target_"))
+    options = config_of(cfg.pe.get("_target_"))
     if options is not None and options.bias_of_distance and "randomized_relative" not in cfg.pe:
         # written before pe.randomized_relative existed: such runs drew distances of random
         # positions, which null means (lengen.pe.base); the configs' default is distances

@@ -20,7 +20,7 @@ from lengen.data.tasks import GridLocate, GridTranspose, Shapes, VolumeLocate
 from lengen.data.tasks.grids import SHAPE_CLASSES
 from lengen.evaluation.tasks import score_lengths
 from lengen.lit import shard
-from lengen.pe.options import grid_encodings
+from lengen.pe.config import grid_encodings
 from lengen.preflight import check_memory
 
 GRID_TASKS = ["grid_transpose", "grid_locate", "volume_locate", "shapes"]

@@ -10,7 +10,7 @@ from helpers import pe_factory, textbook_attention
 from lengen.model import EncoderOnly
 from lengen.model.kernels import attend, choose_kernel
 from lengen.pe import ALiBi, grid_positions
-from lengen.pe.options import grid_encodings
+from lengen.pe.config import grid_encodings
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 
 from lengen.model import DecoderOnly, EncoderOnly
 from lengen.model.kernels import attend
+from lengen.pe.config import check_encoding
 from lengen.pe.dape import DAPE
-from lengen.pe.options import check_encoding
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

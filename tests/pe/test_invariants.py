@@ -33,7 +33,7 @@ from lengen.pe import (
     Sinusoidal,
     T5RelativeBias,
 )
-from lengen.pe.options import grid_encodings
+from lengen.pe.config import grid_encodings
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

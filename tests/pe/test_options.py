@@ -1,4 +1,4 @@
-"""lengen.pe.options: every encoding's typed config and its checks, without torch.
+"""lengen.pe.config: every encoding's typed config and its checks, without torch.
 
 The early layer refuses a bad command line with ``check_encoding`` before torch is imported; the
 encodings build the same config (``self.cfg``), so there is one check to test. Glob-driven over
@@ -18,8 +18,8 @@ from omegaconf import OmegaConf
 
 import lengen.pe
 from helpers import CONFIG_DIR, yaml_choices
-from lengen.pe import options
-from lengen.pe.options import check_encoding, options_of
+from lengen.pe.config import check_encoding, config_of
+from lengen.pe.config.base import FACTS
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -51,7 +51,7 @@ def test_checking_every_yaml_imports_no_torch():
 import sys
 from pathlib import Path
 from omegaconf import OmegaConf
-from lengen.pe.options import check_encoding
+from lengen.pe.config import check_encoding
 for path in sorted(Path({str(CONFIG_DIR / "pe")!r}).glob("*.yaml")):
     node = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
     assert check_encoding(node, **{RUN!r}), path
@@ -74,7 +74,11 @@ def test_every_yaml_passes_with_a_typical_run(name):
     assert check_encoding(yaml_node(name), **RUN) is True
 
 
-@pytest.mark.parametrize("name", SHIPPED)
+#: the shipped encodings the package names itself (``lengen.pe.RoPE``, importable by Hydra)
+EXPORTED = [n for n in SHIPPED if yaml_node(n)["_target_"].rpartition(".")[2] in lengen.pe.__all__]
+
+
+@pytest.mark.parametrize("name", EXPORTED)
 def test_a_shipped_encoding_is_found_by_its_package_name_too(name):
     node = yaml_node(name)
     node["_target_"] = "lengen.pe." + node["_target_"].rpartition(".")[2]  # lengen.pe.RoPE
@@ -224,13 +228,13 @@ def test_every_option_with_a_rule_refuses_a_value_of_no_allowed_kind(name, key):
 @pytest.mark.parametrize("name", SHIPPED)
 def test_a_shipped_class_consumes_the_config_found_without_torch(name):
     target = yaml_node(name)["_target_"]
-    assert get_class(target).Options is options_of(target)
+    assert get_class(target).Options is config_of(target)
 
 
 @pytest.mark.parametrize("name", yaml_choices("pe"))
 def test_class_facts_are_its_configs(name):
     cls = get_class(yaml_node(name)["_target_"])
-    assert all(getattr(cls, fact) == getattr(cls.Options, fact) for fact in options.FACTS)
+    assert all(getattr(cls, fact) == getattr(cls.Options, fact) for fact in FACTS)
 
 
 def test_a_class_declaring_a_fact_itself_is_checked_by_it():

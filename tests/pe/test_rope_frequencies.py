@@ -19,9 +19,9 @@ import torch
 
 from helpers import ref_rotate, ref_theta, rope_pe, rotate_with
 from lengen.model.kernels import attend
+from lengen.pe.config.rope import SCALINGS
 from lengen.pe.rope import RoPE, apply_rope
 from lengen.pe.rope_frequencies import rope_inverse_frequencies, yarn_ramp
-from lengen.pe.rules import SCALINGS
 
 STATIC_SCALINGS = ["pi", "ntk", "yarn"]
 

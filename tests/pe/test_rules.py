@@ -1,4 +1,4 @@
-"""``lengen.pe.rules``: the dimension rules of the keys, without torch: how many dimensions
+"""``lengen.pe.config.rope``: the dimension rules of the keys, without torch: how many dimensions
 partial rotary turns (GPT-NeoX ``rotary_pct``) and how many pairs p-RoPE keeps (Barbero et al.
 2025)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from lengen.pe.rules import p_rope_pairs, rotary_dimension
+from lengen.pe.config.rope import p_rope_pairs, rotary_dimension
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from helpers import compose_train, fresh_python, sharpen, tiny_model
 from lengen.config import run_label
 from lengen.model import DecoderOnly, EncoderDecoder
 from lengen.pe import ALiBi, NoPE, RoPE
+from lengen.pe.config import check_encoding
 from lengen.pe.kerple import KERPLE
-from lengen.pe.options import check_encoding
 from lengen.pe.schedule import Schedule
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -155,7 +155,7 @@ def test_a_layer_for_causal_attention_only_is_refused_in_an_encoder():
 
 def test_schedule_refusals_come_before_torch_is_imported():
     code = (
-        "import sys\nfrom lengen.pe.options import check_encoding\n"
+        "import sys\nfrom lengen.pe.config import check_encoding\n"
         "try:\n    check_encoding({'_target_': 'lengen.pe.schedule.Schedule', "
         "'layers': ['learned']}, d_model=16, n_heads=2)\n"
         "except ValueError as error:\n    print(str(error)[:17], 'torch' in sys.modules)\n"

@@ -12,7 +12,7 @@ import torch
 from helpers import fresh_python, sharpen, tiny_model
 from lengen.model.kernels import attend
 from lengen.pe import NoPE, RoPE
-from lengen.pe.options import EncodingContext, EncodingOptions
+from lengen.pe.config import EncodingConfig, EncodingContext
 from lengen.pe.temperature import llama4_query_temperature, ssmax_initial_scale
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -185,13 +185,13 @@ REFUSALS = {
 def test_bad_options_are_refused_in_one_line(name):
     keys, message = REFUSALS[name]
     with pytest.raises(ValueError, match=message) as error:
-        EncodingOptions.from_keys(keys).check(EncodingContext(d_model=16, n_heads=2), "NoPE")
+        EncodingConfig.from_keys(keys).check(EncodingContext(d_model=16, n_heads=2), "NoPE")
     assert "\n" not in str(error.value)
 
 
 def test_refusals_come_before_torch_is_imported():
     code = (
-        "import sys\nfrom lengen.pe.options import check_encoding\n"
+        "import sys\nfrom lengen.pe.config import check_encoding\n"
         "try:\n    check_encoding({'_target_': 'lengen.pe.nope.NoPE', 'ssmax': True, "
         "'log_length_scale': True}, d_model=16, n_heads=2)\n"
         "except ValueError as error:\n    print(str(error)[:19], 'torch' in sys.modules)\n"

@@ -6,7 +6,8 @@ Functional API (pure, documented shapes) for notebooks and plots:
 
 Positions on A axes (grids A = 2, volumes A = 3; ``lengen.pe.grid``):
 
-* ``sinusoidal_grid(shape, dim, base=10000.0) -> Tensor[*shape, dim]``: channels
+* ``sinusoidal_grid(shape, dim, base=BASE) -> Tensor[*shape, dim]`` (BASE: 10,000,
+  ``lengen.pe.config.base``): channels
   ``[sinusoidal_table(shape[0], dim/A)[c_0] | sinusoidal_table(shape[1], dim/A)[c_1] | …]``
   for the cell (c_0, c_1, …); dim divisible by 2A.
 * ``apply_rope(x, positions, base)`` with integer positions (T, A): axial RoPE, the rotated
@@ -23,7 +24,7 @@ from __future__ import annotations
 import importlib
 
 #: module -> the public names it gives this package. Resolved on first access (PEP 562), so
-#: that ``import lengen.pe.options`` (the encodings' checks, for a refusal before torch is
+#: that ``import lengen.pe.config`` (the encodings' checks, for a refusal before torch is
 #: imported) does not import every encoding, and torch with them.
 _MODULES = {
     "lengen.pe.alibi": ("ALiBi", "alibi_slopes", "grid_distance"),
@@ -70,6 +71,12 @@ __all__ = [
     "sinusoidal_table",
     "t5_relative_bucket",
 ]
+
+
+def module_of(name: str) -> str | None:
+    """The module a public name of this package comes from (``RoPE`` -> ``lengen.pe.rope``),
+    without importing it; None for another name."""
+    return _SOURCE.get(name)
 
 
 def __getattr__(name: str):

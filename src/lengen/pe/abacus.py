@@ -40,8 +40,8 @@ import math
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.abacus import AbacusConfig
 
 
 class Abacus(PositionalEncoding):
@@ -54,12 +54,12 @@ class Abacus(PositionalEncoding):
         init_std: std of the initial rows (null: d_model^-1/2).
     """
 
-    Options = options.AbacusOptions
+    Options = AbacusConfig
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)
         rows, base_keys = self.derived
-        module, _, name = options.ABACUS_BASES[self.cfg.base].rpartition(".")
+        module, _, name = self.cfg.base_target().rpartition(".")
         base_class = getattr(importlib.import_module(module), name)
         context = dataclasses.replace(self.context, task_positions=False)  # it reads indices
         self.base_encoding = base_class(**dataclasses.asdict(context), **base_keys)

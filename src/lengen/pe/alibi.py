@@ -51,8 +51,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.alibi import ALiBiConfig
 from lengen.pe.grid import has_position
 
 
@@ -96,7 +96,7 @@ class ALiBi(PositionalEncoding):
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
     # bias_of_distance: randomized positions randomize the distances (base class)
-    Options = options.ALiBiOptions
+    Options = ALiBiConfig
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)

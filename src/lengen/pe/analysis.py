@@ -13,6 +13,8 @@ an image), ``rotated_grid_scores`` (q·k from one cell to every cell), ``grid_of
 
 from __future__ import annotations
 
+from lengen.pe.config.base import BASE  # the encodings' default base, written once
+
 
 def shift_rotation_matrix(shift: float, frequencies):
     """T(k): block-diagonal 2×2 rotations with PE(p + k) = T(k) · PE(p) for an interleaved
@@ -33,7 +35,7 @@ def shift_rotation_matrix(shift: float, frequencies):
     return rotation
 
 
-def check_shift_rotation(table, base: float = 10000.0) -> float:
+def check_shift_rotation(table, base: float = BASE) -> float:
     """max over p, k (p + k < length) of |T(k) · PE(p) − PE(p + k)| for an interleaved
     sinusoidal table [length, dim] (a tensor or an array), with T(k) from
     :func:`shift_rotation_matrix` and ω_i = base^(−2i/dim) computed here in float64,
@@ -58,7 +60,7 @@ def check_shift_rotation(table, base: float = 10000.0) -> float:
     return error
 
 
-def rope_relative_scores(query, key, offsets, base: float = 10000.0, query_position: int = 0):
+def rope_relative_scores(query, key, offsets, base: float = BASE, query_position: int = 0):
     """q·k after RoPE with q at ``query_position`` and k at query_position + offset, for each
     offset -> Tensor[len(offsets)] (float64 dot products of the rotated fp32 vectors)."""
     import torch

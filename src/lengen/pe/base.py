@@ -89,7 +89,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from lengen.pe import local, options, temperature
+from lengen.pe import local, temperature
+from lengen.pe.config.base import CONTEXT_KEYS, FACTS, EncodingConfig, EncodingContext
 
 
 class PositionalEncoding(nn.Module):
@@ -98,8 +99,8 @@ class PositionalEncoding(nn.Module):
     Built from keywords: the run's (``EncodingContext``: ``d_model``, ``n_heads``, ``causal``,
     ``train_positions``, ``max_positions``, ``axes``, ``n_layers``, ``task_positions``; the model and
     ``lengen.build`` pass them) and the encoding's options, the fields of its config class
-    ``Options`` (``lengen.pe.options``; each option's default and allowed values are written
-    there once). The options every encoding takes:
+    ``Options`` (``lengen.pe.config.<module>``; each option's default and allowed values are
+    written there once). The options every encoding takes:
 
         randomized: draw positions as a sorted random subset of [0, max_position).
         max_position: the range of randomized positions (must cover every sequence length).
@@ -124,7 +125,7 @@ class PositionalEncoding(nn.Module):
 
     #: the config class: options, defaults, checks and the facts ``causal_only``,
     #: ``supports_axes``, ``bias_of_distance`` (class attributes here too, for the model)
-    Options = options.EncodingOptions
+    Options = EncodingConfig
     causal_only = Options.causal_only
     supports_axes = Options.supports_axes
     bias_of_distance = Options.bias_of_distance
@@ -144,19 +145,19 @@ class PositionalEncoding(nn.Module):
         """The facts come from the config class; a class that declares one itself (a user's
         encoding written before configs existed) gets a config class that agrees with it."""
         super().__init_subclass__(**kwargs)
-        declared = {fact: vars(cls)[fact] for fact in options.FACTS if fact in vars(cls)}
+        declared = {fact: vars(cls)[fact] for fact in FACTS if fact in vars(cls)}
         if any(getattr(cls.Options, fact) != value for fact, value in declared.items()):
             cls.Options = type(cls.Options.__name__, (cls.Options,), declared)
-        for fact in options.FACTS:
+        for fact in FACTS:
             setattr(cls, fact, getattr(cls.Options, fact))
 
     def __init__(self, **keywords) -> None:
         super().__init__()
         name = type(self).__name__
-        context = {key: keywords.pop(key) for key in options.CONTEXT_KEYS if key in keywords}
+        context = {key: keywords.pop(key) for key in CONTEXT_KEYS if key in keywords}
         #: the run, as the model and the data describe it
-        self.context = options.EncodingContext(**context)
-        #: the options, checked (``lengen.pe.options``)
+        self.context = EncodingContext(**context)
+        #: the options, checked (``lengen.pe.config``)
         self.cfg = self.Options.from_keys(keywords, owner=name)
         #: what the encoding derives from its checked options (RoPE's sizes, …), or None
         self.derived = self.cfg.check(self.context, name)
@@ -523,8 +524,9 @@ class PositionalEncoding(nn.Module):
         return view
 
     def describe(self) -> dict:
-        """Extra facts for results.json (e.g. a table's policy); empty by default."""
-        return {}
+        """Facts for results.json: the encoding's own options that differ from its config's
+        defaults (``EncodingConfig.changed``); encodings add what they derive (a table's size)."""
+        return self.cfg.changed()
 
     def describe_options(self) -> dict:
         """The shared options, when any is switched on (for results.json)."""

@@ -25,8 +25,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.cope import CoPEConfig
 
 
 def cope_positions(logits: Tensor, npos_max: int) -> Tensor:
@@ -59,7 +59,7 @@ class CoPE(PositionalEncoding):
         npos_max: number of integer positions with an embedding; counts beyond are clamped.
     """
 
-    Options = options.CoPEOptions
+    Options = CoPEConfig
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)

@@ -57,8 +57,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.dape import DAPEConfig
 
 #: the negative slope of the reference's ``nn.LeakyReLU()``
 LEAKY_SLOPE = 0.01
@@ -85,12 +85,12 @@ class DAPE(PositionalEncoding):
         form: ``reference`` (x + B + f([x; B])) or ``paper`` (x + f([x; B])).
     """
 
-    Options = options.DAPEOptions
+    Options = DAPEConfig
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)  # self.derived: the bias encoding's checked keywords
         width = self.cfg.mlp_width
-        module, _, name = options.DAPE_BIASES[self.cfg.bias].rpartition(".")
+        module, _, name = self.cfg.bias_target().rpartition(".")
         wrapped = getattr(importlib.import_module(module), name)
         self.bias_encoding = wrapped(**dataclasses.asdict(self.context), **self.derived)
         # nn.Linear's default initialisation, U(±1/√fan_in) for weights and biases, as plain

@@ -48,8 +48,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.fire import FIREConfig
 
 #: the paper's constant added to the normaliser ψ(max(L, i))
 NORMALISER_EPS = 1e-6
@@ -99,7 +99,7 @@ class FIRE(PositionalEncoding):
     """
 
     # bias_of_distance: randomized positions randomize the distances (base class)
-    Options = options.FIREOptions
+    Options = FIREConfig
     #: the paper's initial threshold and the training length it served (Li et al., 2023)
     PAPER_THRESHOLD, PAPER_TRAIN_LENGTH = 512.0, 2048
 

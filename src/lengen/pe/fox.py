@@ -39,8 +39,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.fox import ForgettingAttentionConfig
 
 #: Largest block of attention scores (B × H × queries × keys) an encoding that attends itself
 #: builds at once: 4M fp32 = 16 MiB, a quarter of lengen.model.kernels' MAX_BIAS_ELEMENTS,
@@ -171,7 +171,7 @@ class ForgettingAttention(LayerViews, PositionalEncoding):
         gate_bias_init: the gates' bias at initialisation (FoX: 0.0; x-transformers: 5.0).
     """
 
-    Options = options.ForgettingAttentionOptions
+    Options = ForgettingAttentionConfig
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)

@@ -6,7 +6,7 @@ volumes depth, row, column), tokens flattened row-major, so a sequence's positio
 ``[-1, …, -1]``: every encoding gives it no positional signal (nothing added, rotation by 0,
 bias 0), as Heo et al.'s RoPE-ViT code rotates the patch tokens only, not the class token
 (naver-ai/rope-vit, ``models/vit_rope.py``: ``q[:, :, 1:]``). How the channels split between
-the axes (``axis_share``) is a rule of the keys, in ``lengen.pe.options``.
+the axes (``axis_share``) is a rule of the keys, in ``lengen.pe.config.base``.
 """
 
 from __future__ import annotations

@@ -28,9 +28,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
-from lengen.pe.rules import KERPLE_VARIANTS as VARIANTS
+from lengen.pe.config.kerple import KERPLE_VARIANTS as VARIANTS
+from lengen.pe.config.kerple import KERPLEConfig
 
 #: the authors' lower bound for r1, r2 (``self.eps = 1e-2``)
 MIN_PARAMETER = 0.01
@@ -60,7 +60,7 @@ class KERPLE(PositionalEncoding):
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
     # bias_of_distance: randomized positions randomize the distances (base class)
-    Options = options.KERPLEOptions
+    Options = KERPLEConfig
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)

@@ -40,10 +40,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.learned import POLICIES, TABLES, LearnedConfig
 from lengen.pe.grid import axis_extents, check_grid_positions, has_position
-from lengen.pe.rules import POLICIES, TABLES
 
 
 def resize_table(table: Tensor, extents: list[int] | tuple[int, ...]) -> Tensor:
@@ -71,7 +70,7 @@ class Learned(PositionalEncoding):
         table: on grids and volumes, ``axial`` (default) or ``full``; ignored on sequences.
     """
 
-    Options = options.LearnedOptions
+    Options = LearnedConfig
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)
@@ -104,7 +103,7 @@ class Learned(PositionalEncoding):
         kept = min(table_size, trained) if trained and policy == "extend" else table_size
         std = init_std or self.d_model**-0.5
         if self.cfg.table == "axial":
-            width = self.d_model // self.axes  # an even share: LearnedOptions.check_own
+            width = self.d_model // self.axes  # an even share: LearnedConfig.check_own
             tables, extensions = [], []
             for _ in range(self.axes):
                 rows = torch.randn(table_size, width) * std  # (rows, D/A), drawn whole

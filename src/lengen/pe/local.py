@@ -1,6 +1,6 @@
 """Local attention by index: a sliding window of w keys, or fixed chunks of c tokens.
 
-Two shared options of every encoding (``pe.window``, ``pe.chunk``; ``lengen.pe.options``), so
+Two shared options of every encoding (``pe.window``, ``pe.chunk``; ``lengen.pe.config.base``), so
 a schedule (``lengen.pe.schedule``) can give each layer its own, as production models do:
 
 * **sliding window** (Mistral; the local layers of RNoPE-SWA, Yang et al. 2025, arXiv

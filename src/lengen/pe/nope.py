@@ -6,12 +6,12 @@ positions is permutation-invariant: it cannot tell positions apart, so lengen wa
 such runs ``position_blind`` in results.json.
 """
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.nope import NoPEConfig
 
 
 class NoPE(PositionalEncoding):
     """Every hook is the base class's no-op."""
 
-    #: nothing to do on any number of axes (NoPEOptions.supports_axes)
-    Options = options.NoPEOptions
+    #: nothing to do on any number of axes (NoPEConfig.supports_axes)
+    Options = NoPEConfig

@@ -53,14 +53,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.path import PaTHConfig, PaTHFoXConfig
 from lengen.pe.fox import (
     GATE_INIT_STD,
     MAX_SCORE_ELEMENTS,
     GateProjections,
     LayerViews,
     causal_future,
+    gradients_wanted,
 )
 
 #: tokens per block of the UT transform (the reference's BT = 64)
@@ -124,6 +125,7 @@ def path_attention(
     dtype = torch.promote_types(q.dtype, torch.float32)  # fp32, or fp64 when given fp64
     block = max(1, min(block, max_elements // (batch * heads * max(k_len, 1))))
     outputs = []
+    wanted = gradients_wanted(q, k, v, w, beta, log_forget)
     with torch.autocast(q.device.type, enabled=False):
         q, k, w, beta = (t.to(dtype) for t in (q, k, w, beta))
         cumulative = None if log_forget is None else log_forget.to(dtype).cumsum(-1)  # (B, H, Tk)
@@ -135,28 +137,62 @@ def path_attention(
             wk = (w_block @ k_block.transpose(-1, -2)).tril(-1)  # (B, H, n, n): w_r'·k_j, j < r'
             carried = k_block - (dn @ wk).transpose(-1, -2) @ w_block  # (B, H, n, hd)
             blocks.append((w_block, dn, wk, carried))
+        inference = not dropout_p and not wanted  # evaluation: one logits buffer, reused
+        buffer = q.new_empty(batch, heads, block, k_len) if inference else None
+        out = v.new_empty(batch, heads, q_len, v.shape[-1]) if inference else None
+        future = torch.ones(block, block, dtype=torch.bool, device=q.device).triu(1)  # key > query
         for index, (start, stop) in enumerate(bounds):
             if start < offset:
                 continue  # a block of cached keys only: no query of this call
-            w_block, dn, wk, _ = blocks[index]
-            q_block = q[:, :, start - offset : stop - offset]  # (B, H, n, hd)
-            # c_{tr'} = Σ_{r ≤ t} (q_t·w_r) (D N)_{rr'}: query t sees only H_s … H_t of its block
-            coefficients = (q_block @ w_block.transpose(-1, -2)).tril() @ dn  # (B, H, n, n)
-            own = q_block @ k[:, :, start:stop].transpose(-1, -2) - coefficients @ wk
-            logits = [own]  # (B, H, n, n): keys of the query's block
-            q_hat = q_block - coefficients @ w_block  # queries carried back to the block's start
-            for w_prior, dn_prior, _, carried_prior in reversed(blocks[:index]):
-                logits.append(q_hat @ carried_prior.transpose(-1, -2))  # (B, H, n, n')
-                q_hat = q_hat - (q_hat @ w_prior.transpose(-1, -2)) @ dn_prior @ w_prior
-            logits = torch.cat(logits[::-1], dim=-1)  # (B, H, n, stop): keys 0 … stop − 1
+            pieces = _walk_back(q[:, :, start - offset : stop - offset], k, blocks, bounds, index)
+            if inference:
+                rows = stop - start
+                logits = buffer[:, :, :rows, :stop]  # (B, H, n, stop), a view
+                for (key_start, key_stop), piece in pieces:
+                    logits[..., key_start:key_stop] = piece
+                out[:, :, start - offset : stop - offset] = _softmax_in_place(
+                    logits, cumulative, start, stop, scale, future[:rows, :rows]
+                ).to(v.dtype) @ v[:, :, :stop]  # fmt: skip
+                continue
+            logits = torch.cat([piece for _, piece in pieces][::-1], dim=-1)  # (B, H, n, stop)
             if cumulative is not None:  # PaTH-FoX: Σ_{l=j+1}^{i} log f_l, scaled with q·k
                 logits = logits + cumulative[:, :, start:stop, None] - cumulative[:, :, None, :stop]
-            future = causal_future(start - offset, stop - offset, offset, stop, q.device)
-            weights = torch.softmax((logits * scale).masked_fill(future, float("-inf")), dim=-1)
+            hidden = causal_future(start - offset, stop - offset, offset, stop, q.device)
+            weights = torch.softmax((logits * scale).masked_fill(hidden, float("-inf")), dim=-1)
             if dropout_p:
                 weights = F.dropout(weights, dropout_p)
             outputs.append(weights.to(v.dtype) @ v[:, :, :stop])  # (B, H, n, hd)
-    return torch.cat(outputs, dim=2)
+    return out if inference else torch.cat(outputs, dim=2)
+
+
+def _walk_back(q_block: Tensor, k: Tensor, blocks: list, bounds: list, index: int):
+    """The logits q_iᵀ H_i ⋯ H_{j+1} k_j of one block of queries (B, H, n, hd), the tokens of
+    block ``index``, against keys 0 … stop − 1, one block of keys at a time, nearest first:
+    yields ((key start, key stop), (B, H, n, n') logits) — the caller keeps or places them."""
+    w_block, dn, wk, _ = blocks[index]
+    start, stop = bounds[index]
+    # c_{tr'} = Σ_{r ≤ t} (q_t·w_r) (D N)_{rr'}: query t sees only H_s … H_t of its block
+    coefficients = (q_block @ w_block.transpose(-1, -2)).tril() @ dn  # (B, H, n, n)
+    yield (start, stop), q_block @ k[:, :, start:stop].transpose(-1, -2) - coefficients @ wk
+    q_hat = q_block - coefficients @ w_block  # queries carried back to the block's start
+    for prior in range(index - 1, -1, -1):
+        w_prior, dn_prior, _, carried_prior = blocks[prior]
+        yield bounds[prior], q_hat @ carried_prior.transpose(-1, -2)  # (B, H, n, n')
+        q_hat = q_hat - (q_hat @ w_prior.transpose(-1, -2)) @ dn_prior @ w_prior
+
+
+def _softmax_in_place(
+    logits: Tensor, cumulative: Tensor | None, start: int, stop: int, scale: float, future: Tensor
+) -> Tensor:
+    """The gradient path's softmax(scale · (logits + c_i − c_j)), causal, computed in the
+    (B, H, n, stop) buffer view ``logits`` itself (no autograd): queries start … stop − 1 are
+    the keys of the same indices; future (n, n) marks key > query among them."""
+    if cumulative is not None:  # PaTH-FoX, in the gradient path's order: (logits + c_i) − c_j
+        logits.add_(cumulative[:, :, start:stop, None]).sub_(cumulative[:, :, None, :stop])
+    logits.mul_(scale)
+    logits[..., start:stop].masked_fill_(future, float("-inf"))  # only the block's own keys
+    logits.sub_(logits.amax(-1, keepdim=True)).exp_()
+    return logits.div_(logits.sum(-1, keepdim=True))  # (B, H, n, stop)
 
 
 class HouseholderProjections(nn.Module):
@@ -206,7 +242,7 @@ class PaTH(LayerViews, PositionalEncoding):
         forget_gate: PaTH-FoX, FoX's forget gates on top.
     """
 
-    Options = options.PaTHOptions
+    Options = PaTHConfig
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)
@@ -249,7 +285,7 @@ class PaTH(LayerViews, PositionalEncoding):
 class PaTHFoX(PaTH):
     """PaTH-FoX: PaTH with FoX's forget gates on by default (``path_fox.yaml``)."""
 
-    Options = options.PaTHFoXOptions
+    Options = PaTHFoXConfig
 
 
 __all__ = [

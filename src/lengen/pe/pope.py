@@ -59,14 +59,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.pope import PoPEConfig
 
 #: the range δ is clamped to where it is used (both references)
 MIN_PHASE_BIAS, MAX_PHASE_BIAS = -2 * math.pi, 0.0
 
 
-def pope_frequencies(dim: int, base: float = 10000.0) -> Tensor:
+def pope_frequencies(dim: int, base: float = PoPEConfig.base) -> Tensor:
     """θ_c = base^(−c/dim) for every component c = 0 … dim − 1 -> (dim,), fp32."""
     return base ** -(torch.arange(dim, dtype=torch.float32) / dim)
 
@@ -88,7 +88,7 @@ class PoPE(PositionalEncoding):
         bias_init: ``zero`` (the references' default) or ``uniform`` (U(−2π, 0)).
     """
 
-    Options = options.PoPEOptions
+    Options = PoPEConfig
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)

@@ -56,20 +56,22 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
-from lengen.pe.grid import check_grid_positions, has_position
-from lengen.pe.rope_frequencies import rope_inverse_frequencies, yarn_logit_scale, yarn_ramp
-from lengen.pe.rules import (
+from lengen.pe.config.base import axis_share
+from lengen.pe.config.rope import (
+    DEFAULT_BASE,
+    DEFAULT_GRID_BASE,
     NEEDS_ORIGINAL_LENGTH,
     SCALINGS,
     YARN_RAMPS,
-    axis_share,
+    RoPEConfig,
     p_rope_pairs,
     rotary_dimension,
 )
-from lengen.pe.rules import ROPE_LAYOUTS as LAYOUTS
-from lengen.pe.rules import check_rope_layout as check_layout
+from lengen.pe.config.rope import ROPE_LAYOUTS as LAYOUTS
+from lengen.pe.config.rope import check_rope_layout as check_layout
+from lengen.pe.grid import check_grid_positions, has_position
+from lengen.pe.rope_frequencies import rope_inverse_frequencies, yarn_logit_scale, yarn_ramp
 from lengen.pe.sinusoidal import sinusoid_inverse_frequencies
 
 #: the frequency math lives in lengen.pe.rope_frequencies; its public names are this module's too
@@ -94,7 +96,7 @@ __all__ = [
 
 # -- rotation ----------------------------------------------------------------------------------
 def rope_angles(
-    positions: Tensor, dim: int, base: float = 10000.0, *, inv_freq: Tensor | None = None
+    positions: Tensor, dim: int, base: float = DEFAULT_BASE, *, inv_freq: Tensor | None = None
 ) -> Tensor:
     """positions (...,) -> angles p · θ_i, (..., dim // 2), fp32 (θ from ``inv_freq`` if given)."""
     if inv_freq is None:
@@ -187,7 +189,7 @@ def _grid_axes(x: Tensor, positions: Tensor, axes: int | None) -> int:
 def apply_rope(
     x: Tensor,
     positions: Tensor,
-    base: float = 10000.0,
+    base: float = DEFAULT_BASE,
     *,
     layout: str = "interleaved",
     inv_freq: Tensor | None = None,
@@ -264,11 +266,11 @@ class RoPE(PositionalEncoding):
     docstring); every option applies per axis.
     """
 
-    Options = options.RoPEOptions
+    Options = RoPEConfig
     #: ``pe.base: null`` on sequences (Su et al.) and on grids (rope-vit ``rope_theta`` of its
-    #: axial models)
-    DEFAULT_BASE = 10000.0
-    DEFAULT_GRID_BASE = 100.0
+    #: axial models): lengen.pe.config.rope's
+    DEFAULT_BASE = DEFAULT_BASE
+    DEFAULT_GRID_BASE = DEFAULT_GRID_BASE
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)
@@ -350,18 +352,18 @@ class RoPE(PositionalEncoding):
 
     def describe(self) -> dict:
         """The options that differ from the defaults, with what they resolve to."""
-        cfg, info = self.cfg, {}
+        cfg, changed, info = self.cfg, self.cfg.changed(), {}
         if self.axes > 1:
             info.update(axes=self.axes, axial_dim=self.axis_dim)
         if self.base != (self.DEFAULT_BASE if self.axes == 1 else self.DEFAULT_GRID_BASE):
-            info["base"] = self.base
-        if cfg.layout != "interleaved":
+            info["base"] = self.base  # as used: a null base resolves per axes
+        if "layout" in changed:
             info["layout"] = cfg.layout
-        if cfg.fraction != 1.0:
+        if "fraction" in changed:
             info.update(fraction=cfg.fraction, rotary_dim=self.rotary_dim)
-        if cfg.p != 1.0:
+        if "p" in changed:
             info.update(p=cfg.p, rotated_pairs=self.rotated_pairs)
-        if cfg.scaling != "none":
+        if "scaling" in changed:
             info.update(scaling=cfg.scaling, scaling_factor=cfg.scaling_factor)
             if cfg.scaling in NEEDS_ORIGINAL_LENGTH:
                 info["original_max_position"] = self.original_max_position

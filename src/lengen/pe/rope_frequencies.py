@@ -58,12 +58,18 @@ import torch
 from torch import Tensor
 
 from lengen.checks import positive_int
-from lengen.pe.options import RoPEOptions  # the functional API's defaults are the options'
-from lengen.pe.rules import NEEDS_ORIGINAL_LENGTH, check_scaling, check_yarn_ramp, p_rope_pairs
+from lengen.pe.config.rope import (  # the functional API's defaults are the config's
+    DEFAULT_BASE,
+    NEEDS_ORIGINAL_LENGTH,
+    RoPEConfig,
+    check_scaling,
+    check_yarn_ramp,
+    p_rope_pairs,
+)
 from lengen.pe.sinusoidal import sinusoid_inverse_frequencies
 
 # The checks of the keys (``check_scaling``, ``check_yarn_ramp``, …) and the dimension rules
-# (``rotary_dimension``, ``p_rope_pairs``) live in lengen.pe.rules, without torch.
+# (``rotary_dimension``, ``p_rope_pairs``) live in lengen.pe.config.rope, without torch.
 
 
 # -- frequencies -------------------------------------------------------------------------------
@@ -125,11 +131,11 @@ def yarn_ramp(
     dim: int,
     base: float,
     original_max_position: int,
-    alpha: float = RoPEOptions.yarn_alpha,
-    beta: float = RoPEOptions.yarn_beta,
+    alpha: float = RoPEConfig.yarn_alpha,
+    beta: float = RoPEConfig.yarn_beta,
     *,
-    ramp: str = RoPEOptions.yarn_ramp,
-    truncate: bool = RoPEOptions.yarn_truncate,
+    ramp: str = RoPEConfig.yarn_ramp,
+    truncate: bool = RoPEConfig.yarn_truncate,
 ) -> Tensor:
     """YaRN's γ_i per pair -> Tensor[dim // 2], float64 (1 = keep θ_i, 0 = θ_i / s).
 
@@ -166,17 +172,17 @@ def yarn_logit_scale(factor: float) -> float:
 
 def rope_inverse_frequencies(
     dim: int,
-    base: float = 10000.0,
+    base: float = DEFAULT_BASE,
     *,
-    scaling: str = RoPEOptions.scaling,
-    factor: float = RoPEOptions.scaling_factor,
+    scaling: str = RoPEConfig.scaling,
+    factor: float = RoPEConfig.scaling_factor,
     original_max_position: int | None = None,
     sequence_length: int | Tensor | None = None,
-    yarn_alpha: float = RoPEOptions.yarn_alpha,
-    yarn_beta: float = RoPEOptions.yarn_beta,
-    yarn_ramp_kind: str = RoPEOptions.yarn_ramp,
-    yarn_truncate: bool = RoPEOptions.yarn_truncate,
-    p: float = RoPEOptions.p,
+    yarn_alpha: float = RoPEConfig.yarn_alpha,
+    yarn_beta: float = RoPEConfig.yarn_beta,
+    yarn_ramp_kind: str = RoPEConfig.yarn_ramp,
+    yarn_truncate: bool = RoPEConfig.yarn_truncate,
+    p: float = RoPEConfig.p,
     device: torch.device | str | None = None,
 ) -> Tensor:
     """The rotation frequencies θ'_i of ``dim`` rotated dimensions -> Tensor[dim // 2], fp32.

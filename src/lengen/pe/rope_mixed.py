@@ -38,11 +38,12 @@ import math
 import torch
 from torch import Tensor, nn
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.base import axis_share
+from lengen.pe.config.rope import DEFAULT_BASE
+from lengen.pe.config.rope_mixed import RoPEMixedConfig
 from lengen.pe.grid import check_grid_positions, has_position
 from lengen.pe.rope import rotate_pairs
-from lengen.pe.rules import axis_share
 
 
 def random_rotation(axes: int) -> Tensor:
@@ -97,8 +98,8 @@ class RoPEMixed(PositionalEncoding):
         per_layer: one set of frequencies per layer (the reference) or one for all layers.
     """
 
-    Options = options.RoPEMixedOptions
-    DEFAULT_BASE = 10000.0
+    Options = RoPEMixedConfig
+    DEFAULT_BASE = DEFAULT_BASE  # RoPE's (lengen.pe.config.rope)
     DEFAULT_GRID_BASE = 10.0
 
     def __init__(self, **keywords) -> None:

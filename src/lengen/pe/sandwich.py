@@ -34,11 +34,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.sandwich import SandwichConfig
 
 
-def sandwich_profile(distance: Tensor, dim: int = 128, base: float = 10000.0) -> Tensor:
+def sandwich_profile(
+    distance: Tensor, dim: int = SandwichConfig.dim, base: float = SandwichConfig.base
+) -> Tensor:
     """Σ_{i=0}^{dim/2−1} cos(distance / base^(2i/dim)) − dim/2, summed in float64 -> fp32.
 
     ``distance`` is any tensor of (integer or real) distances m − n; the profile is even in it.
@@ -65,7 +67,7 @@ class Sandwich(PositionalEncoding):
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
     # bias_of_distance: randomized positions randomize the distances (base class)
-    Options = options.SandwichOptions
+    Options = SandwichConfig
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)

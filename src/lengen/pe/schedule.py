@@ -19,7 +19,7 @@ one entry per layer. A stack shallower than the list uses its first entries (as 
 Face's interval on a shallow model; warned, and ``pe_info.schedule`` lists each layer's). An entry is an
 encoding's name (``configs/pe/<name>.yaml`` gives its class) or a mapping ``{pe: <name>,
 <option>: <value>, …}`` with that layer's options, checked by the encoding's own config class
-before torch is imported (``lengen.pe.options.ScheduleOptions``). The shared options given on the
+before torch is imported (``lengen.pe.config.schedule.ScheduleConfig``). The shared options given on the
 schedule itself (``pe.window``, ``pe.ssmax``, ``pe.log_length_scale``, …) apply to every layer;
 a layer may set them for itself, but not to a value that disagrees with one set on the
 schedule (refused, naming both keys).
@@ -45,8 +45,14 @@ import warnings
 
 from torch import Tensor, nn
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.base import CONTEXT_KEYS
+from lengen.pe.config.schedule import (
+    IRoPEConfig,
+    LayerPlan,
+    RNoPESWAConfig,
+    ScheduleConfig,
+)
 
 
 def encoding_class(target: str) -> type[PositionalEncoding]:
@@ -55,10 +61,10 @@ def encoding_class(target: str) -> type[PositionalEncoding]:
     return getattr(importlib.import_module(module), name)
 
 
-def layer_label(plan: options.LayerPlan) -> str:
+def layer_label(plan: LayerPlan) -> str:
     """An entry as figures and results name it: ``rope`` or ``rope(window=8)`` (its own
     options only)."""
-    own = options.ScheduleOptions.defaults()
+    own = ScheduleConfig.defaults()
     changed = {
         key: value for key, value in plan.keywords.items() if key not in own or own[key] != value
     }
@@ -72,14 +78,14 @@ class Schedule(PositionalEncoding):
         layers: the encodings, each a name or ``{pe: <name>, <option>: <value>, …}``.
     """
 
-    Options = options.ScheduleOptions
+    Options = ScheduleConfig
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)
         self.ssmax_scales = None  # its layers hold SSMax's s, each its own
-        #: the entries, checked and resolved (``ScheduleOptions.check_own``)
-        self.plans: list[options.LayerPlan] = self.derived
-        context = {field: getattr(self.context, field) for field in options.CONTEXT_KEYS}
+        #: the entries, checked and resolved (``ScheduleConfig.check_own``)
+        self.plans: list[LayerPlan] = self.derived
+        context = {field: getattr(self.context, field) for field in CONTEXT_KEYS}
         self.encodings = nn.ModuleList(
             encoding_class(plan.target)(**context, **plan.keywords) for plan in self.plans
         )
@@ -135,14 +141,14 @@ class Schedule(PositionalEncoding):
 class RNoPESWA(Schedule):
     """RNoPE-SWA / SWAN-GPT: sliding-window RoPE layers, every 4th layer global NoPE."""
 
-    Options = options.RNoPESWAOptions
+    Options = RNoPESWAConfig
 
 
 class IRoPE(Schedule):
     """Llama 4's iRoPE: chunked RoPE layers, every 4th layer global NoPE with the query
     temperature."""
 
-    Options = options.IRoPEOptions
+    Options = IRoPEConfig
 
 
 __all__ = ["IRoPE", "RNoPESWA", "Schedule", "layer_label"]

@@ -33,21 +33,21 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.base import axis_share
+from lengen.pe.config.sinusoidal import SinusoidalConfig
+from lengen.pe.config.sinusoidal import check_sinusoidal_layout as check_layout
 from lengen.pe.grid import check_grid_positions, grid_positions, has_position
-from lengen.pe.rules import axis_share
-from lengen.pe.rules import check_sinusoidal_layout as check_layout
 
 
-def sinusoid_inverse_frequencies(dim: int, base: float = 10000.0) -> Tensor:
+def sinusoid_inverse_frequencies(dim: int, base: float = SinusoidalConfig.base) -> Tensor:
     """1 / base^(2i/dim) for i in 0 … dim/2 − 1 -> Tensor[dim // 2], fp32."""
     exponents = torch.arange(0, dim, 2, dtype=torch.float64) / dim
     return (base**-exponents).to(torch.float32)  # the power in float64, then rounded once
 
 
 def sinusoids(
-    positions: Tensor, dim: int, base: float = 10000.0, *, layout: str = "interleaved"
+    positions: Tensor, dim: int, base: float = SinusoidalConfig.base, *, layout: str = "interleaved"
 ) -> Tensor:
     """sin/cos of positions: positions (...,) -> (..., dim), fp32, columns as ``layout``."""
     if dim % 2:
@@ -62,7 +62,7 @@ def sinusoids(
 
 
 def sinusoidal_table(
-    length: int, dim: int, base: float = 10000.0, *, layout: str = "interleaved"
+    length: int, dim: int, base: float = SinusoidalConfig.base, *, layout: str = "interleaved"
 ) -> Tensor:
     """The sinusoidal table for positions 0 … length − 1 -> Tensor[length, dim], fp32.
 
@@ -73,7 +73,7 @@ def sinusoidal_table(
 
 
 def grid_sinusoids(
-    positions: Tensor, dim: int, base: float = 10000.0, *, layout: str = "interleaved"
+    positions: Tensor, dim: int, base: float = SinusoidalConfig.base, *, layout: str = "interleaved"
 ) -> Tensor:
     """Sinusoids of positions on A axes: positions (..., A) -> (..., dim), fp32.
 
@@ -91,7 +91,7 @@ def grid_sinusoids(
 def sinusoidal_grid(
     shape: tuple[int, ...] | list[int],
     dim: int,
-    base: float = 10000.0,
+    base: float = SinusoidalConfig.base,
     *,
     layout: str = "interleaved",
 ) -> Tensor:
@@ -118,7 +118,7 @@ class Sinusoidal(PositionalEncoding):
     On A axes (``axes``) the channels are split between the axes (``grid_sinusoids``).
     """
 
-    Options = options.SinusoidalOptions
+    Options = SinusoidalConfig
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)
@@ -131,12 +131,3 @@ class Sinusoidal(PositionalEncoding):
             return x + table.to(x.dtype)  # (B, T, D)
         table = sinusoids(positions, self.d_model, self.cfg.base, layout=self.cfg.layout)
         return x + table.to(x.dtype)
-
-    def describe(self) -> dict:
-        """The options that differ from the defaults (for results.json)."""
-        info = {}
-        if self.cfg.base != 10000.0:
-            info["base"] = self.cfg.base
-        if self.cfg.layout != "interleaved":
-            info["layout"] = self.cfg.layout
-        return info

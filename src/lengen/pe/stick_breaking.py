@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.stick_breaking import StickBreakingConfig
 from lengen.pe.fox import MAX_SCORE_ELEMENTS, query_block_rows
 
 
@@ -94,7 +94,7 @@ class StickBreaking(PositionalEncoding):
         attend_current: whether the query's own key takes part (the reference: no).
     """
 
-    Options = options.StickBreakingOptions
+    Options = StickBreakingConfig
 
     def attention(self, q, k, v, q_state, k_state, *, causal, scale, dropout_p) -> Tensor:
         return stick_breaking_attention(

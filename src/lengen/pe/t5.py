@@ -42,8 +42,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.t5 import T5RelativeBiasConfig
 
 
 def t5_relative_bucket(
@@ -84,11 +84,11 @@ class T5RelativeBias(PositionalEncoding):
 
     bias_is_relative = True  # a function of q − k: attention reads a table per offset
     # bias_of_distance: randomized positions randomize the distances (base class)
-    Options = options.T5RelativeBiasOptions
+    Options = T5RelativeBiasConfig
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)
-        # null: sized from the training positions (T5RelativeBiasOptions: T5's ratio)
+        # null: sized from the training positions (T5RelativeBiasConfig: T5's ratio)
         self.max_distance, self.max_distance_source = self.derived
         self.table = nn.Embedding(self.cfg.num_buckets, self.n_heads)  # (buckets, H)
         nn.init.normal_(self.table.weight, std=self.d_model**-0.5)

@@ -1,9 +1,9 @@
 """Length-aware attention temperatures: per-query multipliers of the q·k logits.
 
-Shared options of every encoding (``lengen.pe.options.EncodingOptions``), applied by
+Shared options of every encoding (``lengen.pe.config.base.EncodingConfig``), applied by
 ``PositionalEncoding.query_scale`` to each query's row of q (so additive biases are left alone).
 Log-length scaling and SSMax, both functions of log n, are exclusive on a layer
-(``lengen.pe.options.LENGTH_TEMPERATURES``); Llama 4's temperature and YaRN's constant
+(``lengen.pe.config.base.LENGTH_TEMPERATURES``); Llama 4's temperature and YaRN's constant
 ``logit_temperature`` compose with either (their product multiplies the query).
 
 * **Log-length scaling** (Chiang & Cholak, 2022): max(1, log n / log n_train).

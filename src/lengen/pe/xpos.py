@@ -39,8 +39,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lengen.pe import options
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.xpos import XPosConfig
 from lengen.pe.rope import check_layout, rope_angles, rotate_pairs
 
 
@@ -70,7 +70,7 @@ def xpos_scale(
 def apply_xpos(
     x: Tensor,
     positions: Tensor,
-    base: float = 10000.0,
+    base: float = XPosConfig.base,
     *,
     layout: str = "interleaved",
     scale_base: float = 512.0,
@@ -112,7 +112,7 @@ class XPos(PositionalEncoding):
         gamma: γ' in ζ_i = (2i/d + γ')/(1 + γ'); must be > 0 (0.4 in the paper).
     """
 
-    Options = options.XPosOptions
+    Options = XPosConfig
     #: the paper's scale base and the training length it served (Sun et al., 2023)
     PAPER_SCALE_BASE, PAPER_TRAIN_LENGTH = 512.0, 1024
 
@@ -145,13 +145,8 @@ class XPos(PositionalEncoding):
         return q, k
 
     def describe(self) -> dict:
-        """The scale base used and its source, and the other options that differ from the
-        defaults (for results.json)."""
-        defaults = {"base": 10000.0, "layout": "interleaved", "gamma": 0.4}
-        info = {
-            key: getattr(self.cfg, key)
-            for key, value in defaults.items()
-            if getattr(self.cfg, key) != value
-        }
+        """The options that differ from the defaults, then the scale base used and its source
+        (for results.json)."""
+        info = self.cfg.changed("scale_base")
         info.update(scale_base=self.scale_base, scale_base_from=self.scale_base_source)
         return info

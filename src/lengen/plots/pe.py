@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from lengen.pe.analysis import check_shift_rotation, rope_relative_scores
+from lengen.pe.config.base import BASE
 from lengen.plots.common import OKABE_ITO, PAPER_RC, pyplot, save_figure
 
 
@@ -15,7 +16,7 @@ def plot_pe_analysis(
     pe: str = "all",
     length: int = 128,
     dim: int = 64,
-    base: float = 10000.0,
+    base: float = BASE,
     formats: tuple[str, ...] = ("png", "pdf"),
 ) -> dict:
     """Figures of the encodings themselves; returns {'paths': [...], numerical checks …}.
@@ -137,7 +138,7 @@ def plot_pe_analysis(
     return report
 
 
-def shift_errors(table, base: float = 10000.0):
+def shift_errors(table, base: float = BASE):
     """max over p of |T(k) · PE(p) − PE(p + k)| for each shift k = 1 … length − 1 of an
     interleaved sinusoidal table -> Tensor[length − 1], float64 (k = 0 is the identity).
     ``lengen.pe.analysis.check_shift_rotation`` is the max of these; this is the same check
@@ -260,7 +261,7 @@ def plot_pe_grid_analysis(
         return drawn
 
     if pe in ("all", "sinusoidal"):
-        sin_base = base or 10000.0
+        sin_base = base or BASE
         table = sinusoidal_grid(shape, dim, sin_base)  # (H, W, dim)
         similarity = grid_similarity(table, centre)
         with plt.rc_context(PAPER_RC):
