@@ -6,6 +6,13 @@ checkpoint would not hold: each step's batch is a pure function of (seed, step),
 randomness inside the step (dropout, randomized positions), which is re-seeded at every step.
 Lightning restores the weights, optimiser, scheduler and step counter.
 
+The training step leaves its statistics on the device: the loss, token and correct-token sums
+of each step wait there (with the step's number) until the host needs them, at a logged row, a
+validation, a checkpoint or the end of training (every step on a CPU, where reading them costs
+nothing); then one copy brings them all, and a non-finite loss stops the run naming the first
+step where it appeared, before anything from after that step is saved. On a GPU the host thus
+queues the next steps' kernels while the device runs, instead of waiting on every step.
+
 Several processes (DDP): ``data.batch_size`` is the global batch. Every rank builds the same
 global batch of a step and keeps its rows ``rank::world_size``, so two ranks train on exactly
 the data of one device. Validation statistics are summed over ranks before they are logged.
@@ -20,11 +27,13 @@ import warnings
 
 import pytorch_lightning as pl
 import torch
+from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from lengen.checks import TrainingDiverged
-from lengen.data.source import DataSource, mix_seed
-from lengen.evaluation.metrics import STAT_KEYS, add_stats, batch_stats, loss_sum, summarise
+from lengen.data.source import IGNORE, DataSource, mix_seed
+from lengen.evaluation.metrics import STAT_KEYS, add_stats, loss_sum, summarise
+from lengen.evaluation.metrics import batch_stats as host_batch_stats
 from lengen.options import OptimOptions
 from lengen.schema import node_options
 
@@ -54,6 +63,26 @@ def warmup_cosine(step: int, *, warmup_steps: int, max_steps: int, min_lr_ratio:
     return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+def batch_stats(logits: Tensor, targets: Tensor, loss: Tensor) -> dict[str, Tensor]:
+    """A training step's summed statistics, left on the device (no host sync): ``loss`` (the
+    step's ``loss_sum``), and the scored and correct tokens of logits (B, T, V) against targets
+    (B, T); ``lengen.evaluation.metrics.batch_stats`` is the host version validation uses."""
+    scored = targets != IGNORE  # (B, T)
+    correct = (logits.detach().argmax(-1) == targets) & scored  # (B, T)
+    return {"loss_sum": loss.detach(), "tokens": scored.sum(), "correct_tokens": correct.sum()}
+
+
+def lr_table(*, warmup_steps: int, max_steps: int, min_lr_ratio: float) -> list[float]:
+    """``warmup_cosine`` at steps 0 … max_steps, computed once: the scheduler reads a list per
+    step (the multiplier stays at its last value after max_steps, as warmup_cosine's does)."""
+    return [
+        warmup_cosine(
+            step, warmup_steps=warmup_steps, max_steps=max_steps, min_lr_ratio=min_lr_ratio
+        )
+        for step in range(max_steps + 1)
+    ]
+
+
 class LitModel(pl.LightningModule):
     """Next-token / answer-slot cross-entropy on scored tokens; AdamW, warmup + cosine.
 
@@ -66,7 +95,12 @@ class LitModel(pl.LightningModule):
         config: the run's resolved config, stored in checkpoints to rebuild the model.
         seed: the training seed; with the step (and rank) it seeds each step's randomness.
         compile: run the training forward through ``torch.compile`` (``model.compile``); the
-            weights and checkpoints stay those of ``model``; evaluation stays eager.
+            weights and checkpoints stay those of ``model``; evaluation stays eager. A string
+            is torch.compile's ``mode`` (``"reduce-overhead"``: CUDA graphs; scripts/bench.py).
+        sync_every: read the training statistics back to the host every this many steps at
+            most (module docstring); None: every step on a CPU, else
+            ``trainer.log_every_n_steps``. Logged rows, validations, checkpoints and the end
+            of training read them whatever the value.
     """
 
     def __init__(
@@ -76,7 +110,8 @@ class LitModel(pl.LightningModule):
         max_steps: int,
         config: dict | None = None,
         seed: int = 0,
-        compile: bool = False,
+        compile: bool | str = False,
+        sync_every: int | None = None,
     ):
         super().__init__()
         self.model = model
@@ -91,7 +126,12 @@ class LitModel(pl.LightningModule):
         self.last_logged: dict = {}  # the training row of the latest step
         self.row_logged = False  # whether Lightning writes that row to the loggers
         # a compiled function, not a module: no second copy of the weights in state_dict
-        self._compiled_forward = torch.compile(model.forward) if compile else None
+        mode = {"mode": compile} if isinstance(compile, str) else {}
+        self._compiled_forward = torch.compile(model.forward, **mode) if compile else None
+        self.sync_every = sync_every
+        # steps trained since the host last read their statistics: (step, its training row,
+        # its stats on the device)
+        self._pending: list[tuple[int, dict, dict[str, Tensor]]] = []
 
     def training_step(self, batch, batch_idx):
         # Dropout and randomized positions draw from the global RNG. Seeding it from (seed,
@@ -101,35 +141,72 @@ class LitModel(pl.LightningModule):
         logits = (self._compiled_forward or self.model)(**batch["inputs"])
         summed = loss_sum(logits, batch["targets"])  # one cross-entropy serves loss and stats
         stats = batch_stats(logits, batch["targets"], loss=summed)
-        loss = summed / max(stats["tokens"], 1.0)  # mean over scored tokens
-        if not math.isfinite(stats["loss_sum"]):  # already on the host: no extra sync
-            raise TrainingDiverged(
-                f"training diverged at step {self.global_step}: the loss is "
-                f"{stats['loss_sum']}; nothing after this step is saved (checkpoints already in "
-                f"checkpoints/ are kept); allowed: a lower optim.lr, more optim.warmup_steps, "
-                f"trainer.gradient_clip_val, or another seed"
-            )
+        # tensors stay as they are; host floats (a test's stand-in for batch_stats) become ones
+        stats = {k: torch.as_tensor(v, device=summed.device) for k, v in stats.items()}
+        tokens = stats["tokens"].clamp(min=1)
+        loss = summed / tokens  # mean over scored tokens
         # tokens of the global batch: every rank trains on an equal share
         # (``positions`` (T, A) of grid tasks is shared by the rows: coordinates, not tokens)
         shard_tokens = sum(t.numel() for k, t in batch["inputs"].items() if k != "positions")
         self.train_tokens += shard_tokens * self.trainer.world_size
-        accuracy = stats["correct_tokens"] / max(stats["tokens"], 1.0)
-        self.log("train/loss", loss, prog_bar=True)
-        self.log("train/accuracy", accuracy)
         # the training row of this step (progress lines read its loss) and whether Lightning
         # logs it after this step's checkpoint: checkpoints carry only a logged row, since a
         # resumed log that restored a step the uninterrupted run skips (every
         # trainer.log_every_n_steps) would gain a row (#34)
-        mean_loss = stats["loss_sum"] / max(stats["tokens"], 1.0)  # on the host already
-        self.last_logged = {"epoch": self.current_epoch, "step": self.global_step}
-        self.last_logged |= {"train/loss": mean_loss, "train/accuracy": accuracy}
         self.row_logged = self.trainer._logger_connector.should_update_logs  # Lightning's rule
+        row = {"epoch": self.current_epoch, "step": self.global_step}
+        # on the device until read: the loss as the host computes it (float64 over the count)
+        row["train/loss"] = stats["loss_sum"].double() / tokens.double()
+        self.last_logged = row
+        self._pending.append((self.global_step, row, stats))
+        if self.row_logged or self.trainer.progress_bar_callback is not None:
+            # float64 first, as the host's division of the counts, then Lightning's float32
+            accuracy = (stats["correct_tokens"].double() / tokens.double()).float()
+            self.log("train/loss", loss, prog_bar=True)
+            self.log("train/accuracy", accuracy)
+        if self.row_logged or len(self._pending) >= self._sync_interval():
+            self.read_training_stats()
         return loss
+
+    def _sync_interval(self) -> int:
+        if self.sync_every is not None:
+            return max(1, self.sync_every)
+        return 1 if self.device.type == "cpu" else max(1, self.trainer.log_every_n_steps)
+
+    def read_training_stats(self) -> None:
+        """Bring the pending steps' statistics to the host in one copy: stop with
+        ``TrainingDiverged`` at the first step whose loss is not finite, else turn the latest
+        training row into host floats (module docstring)."""
+        if not self._pending:
+            return
+        keys = ("loss_sum", "tokens", "correct_tokens")
+        stacked = torch.stack(
+            [torch.stack([stats[k].double() for k in keys]) for _, _, stats in self._pending]
+        )  # (steps, 3): float64 holds the float32 sums and the counts exactly
+        values = stacked.tolist()  # the one host sync
+        pending, self._pending = self._pending, []
+        for (step, row, _), (loss_value, tokens, correct) in zip(pending, values, strict=True):
+            if not math.isfinite(loss_value):
+                raise TrainingDiverged(
+                    f"training diverged at step {step}: the loss is {loss_value}; nothing "
+                    f"after this step is saved (checkpoints already in checkpoints/ are kept); "
+                    f"allowed: a lower optim.lr, more optim.warmup_steps, "
+                    f"trainer.gradient_clip_val, or another seed"
+                )
+            row["train/loss"] = loss_value / max(tokens, 1.0)  # as a host float before
+            row["train/accuracy"] = correct / max(tokens, 1.0)
+
+    def on_validation_start(self):
+        self.read_training_stats()  # a diverged run stops before it validates
+
+    def on_train_end(self):
+        self.read_training_stats()
 
     def validation_step(self, batch, batch_idx):
         if batch_idx % self.trainer.world_size != self.trainer.global_rank:
             return  # every rank sees every batch and scores its share of them
-        add_stats(self._val_stats, batch_stats(self.model(**batch["inputs"]), batch["targets"]))
+        logits = self.model(**batch["inputs"])
+        add_stats(self._val_stats, host_batch_stats(logits, batch["targets"]))
 
     def on_validation_epoch_start(self):
         self._val_stats = {}
@@ -173,18 +250,19 @@ class LitModel(pl.LightningModule):
             betas=tuple(self.optim.betas),
             fused=fused or None,
         )
+        table = lr_table(
+            warmup_steps=self.optim.warmup_steps,
+            max_steps=self.max_steps,
+            min_lr_ratio=self.optim.min_lr_ratio,
+        )
+        # a closure, not a callable object: LambdaLR would save an object's table in checkpoints
         schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer,
-            lambda step: warmup_cosine(
-                step,
-                warmup_steps=self.optim.warmup_steps,
-                max_steps=self.max_steps,
-                min_lr_ratio=self.optim.min_lr_ratio,
-            ),
+            optimizer, lambda step: table[min(step, len(table) - 1)]
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint):
+        self.read_training_stats()  # no checkpoint of a diverged run; the row in host floats
         checkpoint["lengen"] = {
             "config": self.config,
             "train_tokens": self.train_tokens,
@@ -251,7 +329,9 @@ class DataModule(pl.LightningDataModule):
         trainer = self.trainer
         steps = _Steps(self.data, trainer.global_step, trainer.global_rank, trainer.world_size)
         workers = {"num_workers": self.num_workers, "persistent_workers": self.num_workers > 0}
-        return DataLoader(steps, batch_size=None, **workers)
+        # page-locked batches: the copy to a GPU is queued, not staged by the host
+        pin = trainer.strategy.root_device.type == "cuda"
+        return DataLoader(steps, batch_size=None, pin_memory=pin, **workers)
 
     def val_dataloader(self):
         return DataLoader(self.data.val_batches(), batch_size=None)
