@@ -1,0 +1,43 @@
+"""Packs: several runs of one config that differ only in their seeds, trained together in one
+process, each still a run of its own (``docs/scaling.md``, "packs").
+
+Why ``torch.func`` (``stack_module_state``-style stacking + ``functional_call`` under ``vmap``)
+rather than layers with a member axis: the members keep lengen's own model classes, so every
+encoding, attention kernel and model that the solo run builds is the code that trains in a
+pack, with no second implementation to keep in step; a member's weights are its model's
+weights (``state_dict``), so its checkpoint, evaluation and figures are those of a solo run.
+The gradient is taken per member inside the map (``vmap(grad_and_value(...))``): each member's
+loss is differentiated with respect to its own parameters only, so members are independent by
+construction, and inside ``grad`` the tensors require gradients as in solo training, so the
+attention paths that branch on it (FoX's and stick-breaking's evaluation buffers, FIRE's and
+T5's bias) take their training paths as a solo run does.
+
+Independence, member by member: its own data stream (its ``data.seed``/``seed``; a causal
+decoder's batches are right-padded to the pack's longest, the padding unscored and unseen by
+earlier positions), its gradient-clipping norm, its AdamW state (stacked AdamW is elementwise:
+a member's slice is exactly its own optimiser), its criterion stop (it leaves the pack with the
+weights of that step), its divergence (a non-finite loss stops that member with the solo run's
+message, in its directory; the others go on). The learning-rate schedule is shared: it is a
+function of the step, equal for all members.
+
+Not bit-exact, within 1e-5: a member's losses equal its solo run's to float32 rounding, because
+batched matrix products (and, for a decoder, a padded sequence length) sum in another order
+than the solo run's; its evaluation is exact (run on the member's own model, as eval.py does).
+
+Torch-free to import: ``PACKABLE_KEYS``, ``pack_signature`` and ``pack_refusal`` (the sweeper
+asks them before any job starts); ``train_pack`` loads torch when called.
+"""
+
+from __future__ import annotations
+
+from lengen.pack.rules import PACKABLE_KEYS, pack_refusal, pack_signature
+
+__all__ = ["PACKABLE_KEYS", "pack_refusal", "pack_signature", "train_pack"]
+
+
+def train_pack(cfgs, run_dirs) -> list[dict]:
+    """Train the members together and write each member's run directory as
+    ``lengen.train.run`` would; see ``lengen.pack.engine.train_pack``."""
+    from lengen.pack.engine import train_pack as train
+
+    return train(cfgs, run_dirs)

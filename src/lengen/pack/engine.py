@@ -1,0 +1,360 @@
+"""``train_pack``: train a pack's members together, write each member's run directory as a
+solo run writes it. The loop is lengen's own (no Lightning trainer): one step is every active
+member's batch, gradient, clipping and AdamW update at once (``lengen.pack.stack``); the
+validations, logs, checkpoints and results are each member's (``lengen.pack.member``), at the
+steps and in the formats a solo run has them.
+
+What a member gets that a solo run does not: ``results.json`` says ``"pack": {"size": N,
+"index": i, "members": [run folders]}``. A member that diverges returns ``{"error": <the solo
+run's one line>, "type": "TrainingDiverged"}`` in its place (its directory holds failed.json,
+as a solo run's would); a fault of the whole pack raises the usual error (``ConfigError``
+before anything is written, ``Preempted`` after the members' checkpoints are saved, ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import signal
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig
+
+from lengen.checks import (
+    ConfigError,
+    Preempted,
+    acted_on_signal,
+    install_preemption_handlers,
+    received_signal,
+)
+from lengen.data.source import IGNORE, mix_seed
+from lengen.pack.member import Member
+from lengen.pack.rules import PACK_KEY, pack_refusal, pack_signature
+from lengen.pack.stack import StackedModels
+from lengen.rundir import RunDirectory
+
+
+def train_pack(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path]) -> list[dict]:
+    """Train ``cfgs`` (configs equal but for ``PACKABLE_KEYS``) together in this process, each
+    into its run directory -> each member's results dict, in order (see the module docstring).
+
+    resume=auto: members already finished are skipped (their results returned); interrupted
+    ones continue from their checkpoints. A list of one trains as the solo run does."""
+    from lengen.preflight import validate
+
+    cfgs, paths = list(cfgs), [Path(path) for path in run_dirs]
+    if not cfgs or len(cfgs) != len(paths):
+        raise ConfigError(f"{PACK_KEY}: a pack needs one run directory per member")
+    checked = [validate(cfg) for cfg in cfgs]
+    check_members(cfgs, paths)
+    directories = [RunDirectory(path) for path in paths]
+    results: list = [
+        directory.finished(cfg) for directory, cfg in zip(directories, cfgs, strict=True)
+    ]
+    todo = [index for index, result in enumerate(results) if result is None]
+    if not todo:
+        return results
+    members = [Member(cfgs[i], directories[i], i) for i in todo]  # builds: checks before writes
+    pack = {"size": len(cfgs), "members": [path.name for path in paths]}
+    with contextlib.ExitStack() as owned:
+        for member in members:  # each directory locked while the pack runs
+            member.start(owned.enter_context(member.directory.owned(member.cfg)))
+        device = pack_device(cfgs[0])
+        prepare(members, device)
+        for cohort in cohorts(members):
+            run = PackRun(cohort, checked[cohort[0].index].optim, device, pack)
+            for index, outcome in run.train().items():
+                results[index] = outcome
+    return results
+
+
+def check_members(cfgs: list[DictConfig], paths: list[Path]) -> None:
+    """A pack's members may differ only in ``PACKABLE_KEYS``, write distinct directories, and
+    train in a pack at all (``pack_refusal``); ConfigError (nothing written) otherwise."""
+    if len(cfgs) > 1 and (refusal := pack_refusal(cfgs[0])) is not None:
+        raise ConfigError(refusal)
+    first = pack_signature(cfgs[0])
+    for cfg in cfgs[1:]:
+        if pack_signature(cfg) != first:
+            raise ConfigError(
+                f"{PACK_KEY}: the members' configs differ in more than the packable keys "
+                f"(seed, data.seed); allowed: members that differ only in those"
+            )
+    resolved = [path.resolve() for path in paths]
+    if len(set(resolved)) != len(resolved):
+        raise ConfigError(f"{PACK_KEY}: two members of one pack would write one run directory")
+
+
+def pack_device(cfg: DictConfig) -> torch.device:
+    """The device Lightning's ``trainer.accelerator`` would choose for one process."""
+    accelerator = str(cfg.trainer.get("accelerator", "auto"))
+    if accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available():
+        return torch.device("cuda", 0)
+    if accelerator in ("gpu", "cuda"):
+        raise ConfigError(f"trainer.accelerator={accelerator}: no GPU here; allowed: cpu or auto")
+    return torch.device("cpu")
+
+
+def prepare(members: list[Member], device: torch.device) -> None:
+    """What ``make_trainer`` does before training: threads, quiet warnings, the model on its
+    device (in training mode), its attention kernel checked for that device."""
+    from lengen.lit import quiet_known_noise
+    from lengen.train import use_thread_setting
+
+    quiet_known_noise()
+    # SDPA has no batching rule on the CPU: vmap runs it member by member (correct, and the
+    # attention is a small part of a small model's step); said once per process, not per run
+    warnings.filterwarnings("ignore", message=r".*not yet implemented the batching rule for")
+    use_thread_setting()
+    for member in members:
+        member.model.to(device).train()
+    try:
+        members[0].model.check_kernel(device.type, training=True)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def cohorts(members: list[Member]) -> list[list[Member]]:
+    """Members that continue from one step train together; an interrupted pack's members
+    normally share it (checkpoints are written for all at once)."""
+    by_step: dict[int, list[Member]] = {}
+    for member in members:
+        by_step.setdefault(member.start_step, []).append(member)
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def stack_batches(batches: list[dict], causal: bool, device: torch.device):
+    """The members' batches as one -> (inputs {name: (M, B, T)}, targets (M, B, T), scored
+    tokens (M,) float32, each at least 1).
+
+    Members draw their own lengths; a causal model's batches are right-padded to the longest
+    (PAD tokens, unscored targets, positions repeating the last or −1 rows on grids): no scored
+    position sees them. Other models' batches must have one shape (``pack_refusal``)."""
+    longest = max(batch["targets"].shape[1] for batch in batches)
+    names = list(batches[0]["inputs"])
+    if not causal and any(
+        len({tuple(b["inputs"][name].shape) for b in batches}) > 1 for name in names
+    ):
+        raise ConfigError(
+            "data.curriculum: the members' batches differ in length and the model is not "
+            "causal; allowed: data.curriculum=fixed, or hydra.sweeper.pack=1"
+        )
+
+    def padded(name: str, tensor: torch.Tensor) -> torch.Tensor:
+        extra = longest - (tensor.shape[0] if name == "positions" else tensor.shape[1])
+        if extra <= 0:
+            return tensor
+        if name == "positions" and tensor.ndim == 1:  # (T,): the last position again
+            return torch.cat([tensor, tensor[-1:].expand(extra)])
+        if name == "positions":  # (T, A): rows without a grid position
+            return torch.cat([tensor, tensor.new_full((extra, tensor.shape[1]), -1)])
+        return F.pad(tensor, (0, extra), value=IGNORE if name == "targets" else 0)
+
+    inputs = {
+        name: torch.stack([padded(name, b["inputs"][name]) for b in batches]).to(device)
+        for name in names
+    }
+    targets = torch.stack([padded("targets", b["targets"]) for b in batches]).to(device)
+    scored = [max(float((b["targets"] != IGNORE).sum()), 1.0) for b in batches]
+    return inputs, targets, torch.tensor(scored, dtype=torch.float32, device=device)
+
+
+class PackTimer:
+    """``lengen.progress.StepTimer``'s clock for a pack: the seconds of a pack step."""
+
+    def __init__(self) -> None:
+        self.first: tuple[int, float] | None = None
+        self.last: tuple[int, float] | None = None
+
+    def tick(self, step: int) -> None:
+        now = (step, time.monotonic())
+        self.first = self.first or now
+        self.last = now
+
+    def steps(self) -> int:
+        return 0 if self.first is None else self.last[0] - self.first[0] + 1
+
+    def step_seconds(self) -> float | None:
+        from lengen.progress import MIN_TIMED_STEPS
+
+        if self.first is None or self.steps() < MIN_TIMED_STEPS:
+            return None
+        return (self.last[1] - self.first[1]) / (self.last[0] - self.first[0])
+
+
+class PackRun:
+    """The training of one cohort: members that start from one step."""
+
+    def __init__(self, members: list[Member], optim, device: torch.device, pack: dict):
+        self.members, self.optim, self.device, self.pack = members, optim, device, pack
+        trainer = members[0].cfg.trainer
+        self.max_steps = int(trainer.max_steps)
+        interval = int(trainer.val_check_interval)
+        self.val_every = min(interval, self.max_steps)  # at least once, at the end (make_trainer)
+        self.save_every = trainer.get("checkpoint_every_n_steps")
+        self.log_every = int(trainer.get("log_every_n_steps", 50))
+        self.clip = (trainer.get("gradient_clip_val"), trainer.get("gradient_clip_algorithm"))
+        self.val_batches = len(members[0].data.val_batches())
+        self.timer = PackTimer()
+        self.outcomes: dict[int, dict] = {}
+        self.started = time.monotonic()
+
+    def train(self) -> dict[int, dict]:
+        """Train until every member finished or left -> {member index: results or error}."""
+        step = self.members[0].start_step
+        done = [m for m in self.members if m.reached or step >= self.max_steps]
+        for member in done:  # interrupted while being evaluated: evaluate only
+            self.finish(member, step, len(self.members))
+        active = [m for m in self.members if m not in done]
+        if not active:
+            return self.outcomes
+        stacked = StackedModels([m.model for m in active], self.optim, self.max_steps, self.device)
+        if step > 0:
+            states = [m.state["optimizer_states"][0] for m in active]
+            stacked.load_states(states, active[0].state["lr_schedulers"][0])
+        size = len(active)
+        causal = getattr(active[0].model, "causal", False) is True
+        install_preemption_handlers(signal.SIGINT)  # a signal received before stays remembered
+        try:
+            while active and step < self.max_steps:
+                active = self.step(stacked, active, step, causal, size)
+                step += 1
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C interrupts again
+        return self.outcomes
+
+    def step(self, stacked: StackedModels, active: list[Member], step: int, causal: bool, size):
+        """Step ``step`` (0-based) of every active member -> the members still active."""
+        batches = [member.data.train_batch(step) for member in active]
+        inputs, targets, tokens = stack_batches(batches, causal, self.device)
+        mean, summed, correct = stacked.gradients(inputs, targets, tokens)
+        means, sums, corrects, scored = torch.stack(
+            [mean.float(), summed.float(), correct.float(), tokens]
+        ).tolist()  # the step's one sync with the host
+        leaving = [i for i, loss in enumerate(sums) if not math.isfinite(loss)]
+        for i in leaving:
+            error = active[i].diverged(step, sums[i])
+            self.outcomes[active[i].index] = {"error": str(error), "type": "TrainingDiverged"}
+        if leaving:
+            stacked.discard(leaving)
+        stacked.clip(*self.clip)
+        stacked.step()
+        done = step + 1
+        self.timer.tick(done)
+        staying = [i for i in range(len(active)) if i not in leaving]
+        validating = done % self.val_every == 0
+        for i in staying:
+            member = active[i]
+            if validating:
+                stacked.load_member(i, member.model)
+                member.validate(step, self.device)
+            logged = done % self.log_every == 0 or member.reached
+            accuracy = corrects[i] / max(scored[i], 1.0)
+            member.trained(step, batches[i], means[i], sums[i] / scored[i], accuracy, logged)
+        self.progress(done, [sums[i] / scored[i] for i in staying], active)
+        signum = received_signal()
+        finishing = [i for i in staying if active[i].reached or done >= self.max_steps]
+        due = self.save_every and done % self.save_every == 0
+        saving = staying if (due or signum) else finishing
+        for i in saving:
+            if not validating:
+                stacked.load_member(i, active[i].model)
+            state = active[i].checkpoint(
+                done, stacked.member_optimizer_state(i), stacked.schedule_state(), self.val_batches
+            )
+            active[i].save(state)
+        if signum:
+            acted_on_signal()
+            raise Preempted(
+                signum, done, active[staying[0]].directory.checkpoint if staying else ""
+            )
+        for i in finishing:
+            self.finish(active[i], done, size)
+        gone = set(leaving) | set(finishing)
+        if gone:
+            keep = [i for i in range(len(active)) if i not in gone]
+            if keep:
+                stacked.select(keep)
+            active = [active[i] for i in keep]
+        return active
+
+    def progress(self, done: int, losses: list[float], active: list[Member]) -> None:
+        """A progress line every ``every_n_steps`` steps (lines or bars asked for)."""
+        from lengen.progress import every_n_steps, progress_mode, step_line
+
+        cfg = active[0].cfg
+        if progress_mode(cfg.trainer.get("enable_progress_bar", True)) == "off":
+            return
+        if done % every_n_steps(self.max_steps) and done != self.max_steps:
+            return
+        rate = done / max(time.monotonic() - self.started, 1e-9)
+        names = [m.directory.path.name for m in active]
+        label = f"pack of {len(active)}: {names[0]}" + (f" … {names[-1]}" if len(names) > 1 else "")
+        loss = sum(losses) / len(losses) if losses else None
+        print(f"[{label}] {step_line('', done, self.max_steps, loss, rate).strip()}", flush=True)
+
+    def finish(self, member: Member, step: int, size: int) -> None:
+        """Evaluate a member that finished training and write its run directory."""
+        if step > 0:  # the global generator as a solo run leaves it (seeded at each step)
+            torch.manual_seed(mix_seed(member.cfg.seed, step - 1, 2, 0))
+        pack = {**self.pack, "index": member.index}
+        first = member is self.members[0]
+        timing = member_timing(member, self.device, self.timer, size, first, self.started)
+        self.outcomes[member.index] = member.finish(step, self.device, pack, timing)
+
+
+def member_timing(member: Member, device, timer: PackTimer, size: int, first: bool, started):
+    """The member's entry in this machine's calibration (``RunTiming``): its evaluation and,
+    for the pack's first member only, the pack's step time (``train pack``) and start-up."""
+    from lengen.caches import calibration_file
+    from lengen.progress import Estimate, eval_flops, machine_key, train_step_flops
+
+    cfg, data, model = member.cfg, member.data, member.model
+    try:
+        estimate = Estimate(calibration_file(), machine_key(device.type, 1), device.type)
+        n_params = sum(p.numel() for p in model.parameters())
+        sizes = (n_params, int(cfg.model.n_layers), int(cfg.model.d_model))
+        step = train_step_flops(*sizes, data.batch_size, data.sequence_length(data.train_len))
+        samples = int(cfg.eval.get("samples") or 1)
+        lengths = [data.sequence_length(n) for n in member.lengths]
+        evaluation = eval_flops(*sizes, samples, lengths)
+        protocol = str(cfg.eval.get("decoding") or "teacher_forced")
+    except Exception:  # noqa: BLE001 - an estimate never stops a run
+        return None
+    timing = MemberTiming(estimate, timer, step, evaluation, protocol, len(member.lengths))
+    timing.members, timing.first = size, first
+    timing.fit_seconds = time.monotonic() - started
+    return timing
+
+
+class MemberTiming:
+    """``RunTiming.finished`` for a member: the pack's step is recorded once (by its first
+    member, as a pack of ``members``: ``Estimate.record``'s ``members``), the evaluation by
+    every member."""
+
+    def __init__(self, estimate, timer, step_flops, eval_flops, protocol, lengths):
+        self.estimate, self.timer = estimate, timer
+        self.step_flops, self.eval_flops, self.protocol = step_flops, eval_flops, protocol
+        self.lengths = lengths
+        self.members, self.first, self.fit_seconds = 1, True, None
+
+    def finished(self, eval_seconds: float) -> None:
+        step = self.timer.step_seconds() if self.first else None
+        start = None
+        if step is not None and self.fit_seconds is not None:
+            start = max(0.0, self.fit_seconds - self.timer.steps() * step)
+        keywords = {}
+        if "members" in inspect.signature(self.estimate.record).parameters:
+            keywords["members"] = self.members
+        elif step is not None:  # a calibration without packs: the member's share of a step
+            step = step / self.members
+        self.estimate.record(
+            self.step_flops, step, self.eval_flops, eval_seconds, self.protocol, start,
+            self.lengths, **keywords,
+        )  # fmt: skip
