@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from lengen.aggregate.report import OneLineParser
+from lengen.aggregate.command import OneLineParser
 from lengen.caches import use_lengen_caches
 from lengen.plots import plot_pe_analysis, plot_sweep
 from lengen.plots.pe import GRID_ENCODINGS, plot_pe_grid_analysis
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summary_from_arguments(args)
     if summary is None:
         return 2
-    from lengen.aggregate.report import no_runs
+    from lengen.aggregate.command import no_runs
 
     out_dir = args.out or summary.folder
     if problem := no_runs(summary) or unwritable(out_dir):

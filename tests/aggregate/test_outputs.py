@@ -176,11 +176,12 @@ def test_a_write_that_fails_on_the_way_ends_in_one_line_and_exit_4(sweep, monkey
     import errno
 
     import lengen.aggregate.report as report
+    from lengen.aggregate.command import main
 
     def full_disk(path, data):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(report, "atomic_write", full_disk)
-    assert report.main([str(sweep)]) == 4
+    assert main([str(sweep)]) == 4
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "(No space left on device)" in err

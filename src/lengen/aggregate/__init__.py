@@ -4,20 +4,16 @@
 ``scripts/plot.py`` reuses the same :class:`Summary`; :func:`load_sweep` gives notebooks every
 run × length × protocol as one pandas DataFrame. No torch here (fast to import).
 :mod:`.load` finds and reads runs and hashes their configurations, :mod:`.stats` computes
-(pandas, scipy.stats: statistics over seeds, settings, ranking), :mod:`.report` writes the files
-and runs the command line. The rules (what a run and a configuration are, the statistics, the
-not-learned flag, which comparisons are ranked) are in docs/analysis.md.
+(pandas, scipy.stats: statistics over seeds, settings, ranking), :mod:`.report` writes the files,
+:mod:`.markdown` is summary.md's text, :mod:`.command` the command line. The rules (what a run
+and a configuration are, the statistics, the not-learned flag, which comparisons are ranked) are
+in docs/analysis.md.
 """
 
+from lengen.aggregate.command import add_selection_arguments, main, summary_from_arguments
 from lengen.aggregate.load import config_hash, load_sweep
-from lengen.aggregate.report import (
-    add_selection_arguments,
-    format_markdown,
-    main,
-    summary_from_arguments,
-    warnings_for,
-    write_outputs,
-)
+from lengen.aggregate.markdown import format_markdown
+from lengen.aggregate.report import warnings_for, write_outputs
 from lengen.aggregate.stats import SUMMARY_COLUMNS, Summary, aggregate, average_ranks
 
 __all__ = ["SUMMARY_COLUMNS", "Summary", "add_selection_arguments", "aggregate", "average_ranks"]
