@@ -61,3 +61,47 @@ def test_compiled_run_trains_through_the_compiled_forward_and_evaluates(tmp_path
     assert len(compiled_calls) == 6  # every training step
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()
     assert all(row["loss"] is not None for row in results["eval"])
+
+
+def test_bf16_autocast_trains_with_fused_adamw_and_clips_its_gradients(monkeypatch):
+    # Lightning refuses clipping for fused optimisers under any autocast (for fp16's loss
+    # scaler); bf16 has no scaler, so LitModel clips itself and keeps the fused kernel
+    import pytorch_lightning as pl
+
+    from lengen.lit import DataModule
+
+    norms = []
+    real_clip = torch.nn.utils.clip_grad_norm_
+
+    def clip(parameters, max_norm, **kwargs):
+        parameters = list(parameters)
+        real_clip(parameters, max_norm, **kwargs)
+        norms.append(
+            float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in parameters])))
+        )
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip)
+
+    class Tokens:
+        def train_batches(self, start_step=0):
+            while True:
+                tokens = torch.randint(0, 8, (2, 9))
+                yield {"inputs": {"tokens": tokens[:, :-1]}, "targets": tokens[:, 1:]}
+
+        def val_batches(self):
+            return []
+
+    lit = LitModel(tiny_model(), OPTIM, max_steps=3)
+    trainer = pl.Trainer(
+        accelerator="cpu", devices=1, max_steps=3, precision="bf16-mixed", logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        limit_val_batches=0, num_sanity_val_steps=0, gradient_clip_val=1e-3,
+    )  # fmt: skip
+    trainer.fit(lit, datamodule=DataModule(Tokens()))
+    assert trainer.optimizers[0].defaults["fused"] is True
+    assert len(norms) == 3 and max(norms) <= 1e-3 * (1 + 1e-3)
+
+
+def test_fused_can_be_switched_off():
+    optimizer = LitModel(tiny_model(), OPTIM, max_steps=10, fused=False).configure_optimizers()
+    assert not optimizer["optimizer"].defaults["fused"]

@@ -101,6 +101,7 @@ class LitModel(pl.LightningModule):
             most (module docstring); None: every step on a CPU, else
             ``trainer.log_every_n_steps``. Logged rows, validations, checkpoints and the end
             of training read them whatever the value.
+        fused: AdamW's fused kernel; None: wherever it is right (not under fp16's loss scaler).
     """
 
     def __init__(
@@ -112,6 +113,7 @@ class LitModel(pl.LightningModule):
         seed: int = 0,
         compile: bool | str = False,
         sync_every: int | None = None,
+        fused: bool | None = None,
     ):
         super().__init__()
         self.model = model
@@ -129,6 +131,7 @@ class LitModel(pl.LightningModule):
         mode = {"mode": compile} if isinstance(compile, str) else {}
         self._compiled_forward = torch.compile(model.forward, **mode) if compile else None
         self.sync_every = sync_every
+        self.fused = fused
         # steps trained since the host last read their statistics: (step, its training row,
         # its stats on the device)
         self._pending: list[tuple[int, dict, dict[str, Tensor]]] = []
@@ -238,12 +241,14 @@ class LitModel(pl.LightningModule):
             {"params": no_decay, "weight_decay": 0.0},
         ]
         # fused: one kernel for all parameters (CUDA and, since torch 2.4, CPU: 3x faster steps
-        # than the foreach default here). Not under mixed precision: Lightning then refuses
-        # gradient clipping with an optimizer that unscales gradients itself, as fused ones do.
+        # than the foreach default here). Not with fp16's loss scaler, whose unscaling a fused
+        # step would do itself; under bf16 autocast configure_gradient_clipping clips.
         precision = str(self._trainer.precision) if self._trainer is not None else ""
-        fused = "mixed" not in precision and all(
-            p.device.type in ("cpu", "cuda") for group in groups for p in group["params"]
-        )
+        fused = self.fused
+        if fused is None:
+            fused = precision != "16-mixed" and all(
+                p.device.type in ("cpu", "cuda") for group in groups for p in group["params"]
+            )
         optimizer = torch.optim.AdamW(
             groups,
             lr=self.optim.lr,
@@ -260,6 +265,22 @@ class LitModel(pl.LightningModule):
             optimizer, lambda step: table[min(step, len(table) - 1)]
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def configure_gradient_clipping(
+        self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None
+    ) -> None:
+        # Lightning refuses to clip for a fused optimizer under any autocast, for fp16's loss
+        # scaler; bf16 has none, so its gradients are the true ones and are clipped as Lightning
+        # clips in fp32 (the same parameters, in the optimiser's order)
+        fused = bool(optimizer.defaults.get("fused"))
+        if gradient_clip_val and fused and str(self.trainer.precision) == "bf16-mixed":
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            if gradient_clip_algorithm == "value":
+                torch.nn.utils.clip_grad_value_(params, gradient_clip_val)
+            else:
+                torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
+            return
+        super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def on_save_checkpoint(self, checkpoint):
         self.read_training_stats()  # no checkpoint of a diverged run; the row in host floats
