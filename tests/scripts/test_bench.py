@@ -13,12 +13,22 @@ from helpers import CONFIG_DIR
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench", CONFIG_DIR.parent / "scripts/bench.py")
+def load(name: str):
+    path = CONFIG_DIR.parent / f"scripts/{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load("bench")
+
+
+@pytest.fixture(scope="module")
+def bench_mfu():
+    return load("bench_mfu")
 
 
 def test_eval_rows_hold_time_memory_and_the_kernel(bench, tmp_path):
@@ -72,21 +82,21 @@ def test_flex_rows_only_for_relative_biases(bench):
 TINY = dict(vocab=32, d_model=16, n_layers=2, n_heads=2, d_ff=48, seq=12, batch=2)
 
 
-def test_flops_per_token_counts_every_matmul_weight_of_the_model(bench):
+def test_flops_per_token_counts_every_matmul_weight_of_the_model(bench, bench_mfu):
     # 6N + 12·L·d·T with N read off the built model: every Linear weight, nothing else
     model = bench.lengen_model("rope", TINY["seq"], sizes=TINY)
     weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     attention = 12 * TINY["n_layers"] * TINY["d_model"] * TINY["seq"]
-    assert bench.training_flops_per_token(TINY) == 6 * weights + attention
+    assert bench_mfu.training_flops_per_token(TINY) == 6 * weights + attention
 
 
-def test_mfu_sizes_are_about_100m_parameters(bench):
-    model = bench.lengen_model("rope", 16, sizes=bench.MFU_SIZES)
+def test_mfu_sizes_are_about_100m_parameters(bench, bench_mfu):
+    model = bench.lengen_model("rope", 16, sizes=bench_mfu.MFU_SIZES)
     assert 90e6 < sum(p.numel() for p in model.parameters()) < 110e6
 
 
-def test_mfu_row_on_cpu_has_no_data_sheet_peak(bench):
-    row = bench.measure_mfu("rope", torch.device("cpu"), warmup=1, steps=2, sizes=TINY)
+def test_mfu_row_on_cpu_has_no_data_sheet_peak(bench_mfu):
+    row = bench_mfu.measure_mfu("rope", torch.device("cpu"), warmup=1, steps=2, sizes=TINY)
     assert row["precision"] == "32-true" and row["mfu"] is None
     assert row["tokens_per_s"] > 0 and row["mfu_vs_matmul_peak"] > 0
 
@@ -96,6 +106,50 @@ def test_mfu_row_on_cpu_has_no_data_sheet_peak(bench):
     [("NVIDIA H100 80GB HBM3", 989.4e12), ("NVIDIA H200 NVL", 835.5e12), ("NVIDIA H200", 989.4e12),
      ("NVIDIA A100-SXM4-80GB", 312e12), ("NVIDIA GeForce RTX 4090", None)],
 )  # fmt: skip
-def test_data_sheet_peak_by_device_name(bench, monkeypatch, name, peak):
+def test_data_sheet_peak_by_device_name(bench_mfu, monkeypatch, name, peak):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
-    assert bench.spec_peak(torch.device("cuda")) == peak
+    assert bench_mfu.spec_peak(torch.device("cuda")) == peak
+
+
+def test_the_ladder_adds_one_change_per_rung_and_reports_each_gain(bench_mfu, monkeypatch):
+    seen = []
+
+    def fake(name, device, warmup, steps, sizes, compile, fused, peaks):
+        seen.append((sizes["batch"], compile, fused))
+        speed = 100.0 * len(seen)
+        return {"tokens_per_s": speed, "mfu": speed / 1000, "mfu_vs_matmul_peak": 0.5,
+                "sizes": sizes}  # fmt: skip
+
+    monkeypatch.setattr(bench_mfu, "measure_mfu", fake)
+    monkeypatch.setattr(bench_mfu, "device_batch", lambda device, sizes: 64)
+    monkeypatch.setattr(bench_mfu, "matmul_peak", lambda device, dtype: 1.0)
+    result = bench_mfu.ladder(torch.device("cpu"), warmup=1, steps=2, sizes=TINY)
+    assert seen == [(TINY["batch"], False, False), (64, False, False), (64, True, False),
+                    (64, True, True)]  # fmt: skip
+    assert [r["gain"] for r in result["rungs"]] == [None, 2.0, 1.5, round(4 / 3, 3)]
+    assert result["best"] == "+fused" and result["mfu"] == 0.4 and result["met"] is True
+
+
+def test_the_device_batch_fits_the_memory_estimate_in_60_percent(bench_mfu, monkeypatch):
+    class Properties:
+        total_memory = 80 * 2**30
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Properties())
+    batch = bench_mfu.device_batch(torch.device("cuda"))
+    sizes = {**bench_mfu.MFU_SIZES, "batch": batch}
+    assert bench_mfu.training_bytes(sizes) <= 0.6 * Properties.total_memory
+    assert batch == 64 or bench_mfu.training_bytes({**sizes, "batch": 2 * batch}) > 48 * 2**30
+
+
+def test_gpu_targets_ask_for_0_9_of_the_plain_loop_for_every_lengen_variant(bench):
+    results = {
+        "machine": {"device": "cuda"},
+        "train_tokens_per_s": {"lengen/rope": 85.0, "lengen-compile/rope": 95.0,
+                               "plain/rope": 100.0},
+        "eval": [],
+    }  # fmt: skip
+    lines = bench.targets(results, ["rope"])
+    assert lines == [
+        "train       rope: lengen / plain = 0.85 (>= 0.9) MISSED",
+        "train       rope: lengen-compile / plain = 0.95 (>= 0.9) ok",
+    ]
