@@ -167,7 +167,7 @@ def test_known_group_choices_pass():
 def optim_checks(monkeypatch) -> list:
     """Every OptimOptions.from_keys call from here on (validate builds it once per pass), with
     this process's validated configs forgotten."""
-    monkeypatch.setattr(preflight, "_CHECKED", {})
+    monkeypatch.setattr(preflight.values, "_CHECKED", {})
     calls, original = [], OptimOptions.from_keys.__func__
 
     def counted(cls, *args, **kwargs):

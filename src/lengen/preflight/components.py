@@ -1,0 +1,58 @@
+"""Components: each one's own checks, before a run directory exists: the data source's, the
+encoding's per stack of the model (without torch for lengen's own: ``lengen.pe.config``), and
+for a component of the user's, building it on the meta device."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf
+
+from lengen.build import build, build_data, user_errors
+from lengen.config import eval_lengths
+from lengen.options import model_options
+from lengen.preflight.resources import cuda_available
+
+
+def check_components(cfg: DictConfig) -> bool:
+    """Every component's own checks of a config, before a run directory exists: the data
+    source's, then the encoding's for each stack of the model (``lengen.pe.config``; the
+    model's own keys are ``validate``'s, ``lengen.options``) without importing torch, so a
+    refusal takes well under 2 s; then drawing a few training instances (``check_sampling``,
+    which imports torch). A source that is not cheap to build (text reads its corpus) is not
+    built: its keys are checked by ``validate`` and the encoding learns its positions from
+    ``planned_positions``. Raises ConfigError naming the key. -> True when this covered the
+    config; False when a component is not lengen's (a user's encoding or model, which its
+    constructor checks) or the kernel option is ``flex`` (its policy reads the built encoding
+    and the device): ``check_by_building`` then runs their checks."""
+    from hydra.utils import get_class
+
+    from lengen.pe.config import check_encoding
+
+    model = cfg.model
+    with user_errors():
+        data, positions = (
+            None,
+            get_class(cfg.data._target_).planned_positions(cfg, eval_lengths(cfg)),
+        )
+        if positions is None:
+            data, _, positions = build_data(cfg)
+        options = model_options(model._target_)
+        node = OmegaConf.to_container(cfg.pe, resolve=True)
+        sizes = dict(d_model=model.d_model, n_heads=model.n_heads, n_layers=model.n_layers)
+        known = [
+            check_encoding(node, causal=causal, **sizes, **positions)
+            for causal in (options.stacks if options is not None else ())
+        ]
+        if data is not None:
+            data.check_sampling()
+    return all(known) and options is not None and model.get("attention") != "flex"
+
+
+def check_by_building(cfg: DictConfig) -> None:
+    """The checks ``check_components`` leaves to the components themselves: build them on the
+    meta device (their constructors check their keys), and ask the kernel policy whether
+    ``model.attention`` can train on the device the run will train on."""
+    _, model, _ = build(cfg, meta=True)
+    accelerator = str(cfg.trainer.accelerator)
+    cuda = accelerator in ("gpu", "cuda") or (accelerator == "auto" and cuda_available())
+    with user_errors():
+        model.check_kernel("cuda" if cuda else "mps" if accelerator == "mps" else "cpu")

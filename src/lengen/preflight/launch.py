@@ -1,0 +1,141 @@
+"""Where the run writes (no file in the way, no name too long, a writable folder, not inside
+the config root or another run's directory), the run directory's own rules that need no
+config (``check_results_file``), how its processes start (``check_launch``), and undoing what
+Hydra created for a run refused only after it wrote (``remove_refused_run``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from lengen.caches import unwritable_reason
+from lengen.checks import ConfigError
+from lengen.config import CONFIG_DIR, ROOT
+from lengen.preflight.values import processes
+from lengen.rundir import LOCK, RunDirectory
+
+# -- a refusal after Hydra wrote: undone ------------------------------------------------------------
+#: the top folder a single run's directory creates (nothing was there when precheck looked),
+#: or "default" (the default directory, new by its nonce); None: it existed
+_NEW_RUN_FOLDER: dict[str, Path | str | None] = {"path": None}
+
+
+def _first_missing(path: str) -> Path | None:
+    target = Path(path).expanduser().absolute()
+    if target.exists():
+        return None
+    while not target.parent.exists() and target.parent != target:
+        target = target.parent
+    return target
+
+
+def remove_refused_run(output_dir: str | Path) -> None:
+    """A refusal that only the built run can make (a text corpus shorter than an evaluation
+    length, a checkpoint whose shapes differ) comes after Hydra created the run directory and
+    its log: remove what this command created, so a refused command leaves nothing, as one
+    refused by precheck does. Only a folder precheck saw missing is removed, and only while no
+    other process holds its run lock."""
+    import shutil
+
+    output_dir = Path(output_dir).absolute()
+    new = _NEW_RUN_FOLDER["path"]
+    top = output_dir if new == "default" else new
+    if not isinstance(top, Path) or not top.is_dir() or not output_dir.is_relative_to(top):
+        return
+    RunDirectory.release_all()
+    if RunDirectory(output_dir).in_use():  # another process started there meanwhile
+        return
+    shutil.rmtree(top, ignore_errors=True)
+
+
+# -- where the run writes, and how its processes start -------------------------------------------
+def check_output_dir(key: str, path: str) -> None:
+    """A directory the run can make or write (``unwritable_reason``), asked before Hydra makes
+    it, which would fail with a traceback; not inside the config root (a run's config.yaml
+    there would be read as a config) nor inside another run's directory (aggregation would
+    see one run in the other). An existing directory's own rules are ``lengen.rundir``'s."""
+    reason = unwritable_reason(path)
+    if reason is not None:
+        separator = " " if reason.startswith("is ") else ": "
+        raise ConfigError(
+            f"{key}={path}{separator}{reason}; allowed: a directory path in a writable folder"
+        )
+    target = Path(path).expanduser().resolve()
+    for configs in {CONFIG_DIR.resolve(), (ROOT / "configs").resolve()}:
+        if target == configs or configs in target.parents:
+            raise ConfigError(
+                f"{key}={path} is inside the config folder {configs}; allowed: a directory "
+                "outside it (results/ by default)"
+            )
+    # a run's own directory may be given again (resume); a sweep's jobs would land inside it
+    folders = [*([] if key.startswith("hydra.run.dir") else [target]), *target.parents]
+    for folder in folders:
+        if (folder / LOCK).is_file() and (folder / "config.yaml").is_file():  # a run's
+            relation = "is" if folder == target else "is inside"
+            raise ConfigError(
+                f"{key}={path} {relation} the run directory {folder}; allowed: a directory "
+                "outside any run's (a sibling of it, say)"
+            )
+
+
+def check_results_file(results: Path) -> None:
+    """A ``results.json`` that is not a readable JSON object (a directory, a truncated write
+    by a tool of the user's) is neither a finished run nor an unfinished one: say so."""
+    if not results.exists() and not results.is_symlink():
+        return
+    problem = None
+    if not results.is_file():
+        problem = "is not a file"
+    else:
+        try:
+            if not isinstance(json.loads(results.read_text()), dict):
+                problem = "holds no JSON object"
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            problem = f"cannot be read ({type(error).__name__})"
+    if problem is not None:
+        raise ConfigError(
+            f"hydra.run.dir: {results} {problem}, so the run is neither finished nor "
+            f"resumable; allowed: another hydra.run.dir, or move that file away yourself"
+        )
+
+
+#: the variables a cluster launcher or torchrun sets for the nodes of a multi-node run
+NODE_VARIABLES = ("SLURM_NTASKS", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "GROUP_RANK")
+
+
+def check_launch(cfg: DictConfig, sweeping: bool, cluster: bool) -> None:
+    """Runs of several processes start only where something starts them: Lightning starts a
+    node's other ranks by re-running the command line (in a local -m sweep: the whole sweep),
+    and waits, ignoring signals, for nodes nobody starts. ``cluster``: a launcher that starts
+    each run's processes itself (submitit's)."""
+    import os
+
+    nodes = cfg.trainer.get("num_nodes", 1)
+    started = cluster or any(os.environ.get(v) for v in NODE_VARIABLES)
+    if isinstance(nodes, int) and nodes > 1 and not started:
+        raise ConfigError(
+            f"trainer.num_nodes={nodes}: nothing here starts the other nodes (no SLURM job, "
+            f"no torchrun); allowed: trainer.num_nodes=1 here, or a job on several nodes "
+            f"(srun, or -m hydra/launcher=slurm; docs/scaling.md)"
+        )
+    if sweeping and not cluster and processes(cfg.trainer) != 1:
+        raise ConfigError(
+            f"trainer.devices={cfg.trainer.devices} (several processes per run) cannot run "
+            f"inside a local -m sweep; allowed: trainer.devices=1 in local sweeps, or "
+            f"hydra/launcher=slurm, which starts each run's processes itself (docs/scaling.md)"
+        )
+
+
+def _submitit(choice: str, config_dirs: Sequence[Path]) -> bool:
+    """Whether ``hydra/launcher=<choice>`` is submitit's (ours, configs/hydra/launcher/slurm.yaml,
+    extends it), which starts each run's processes on the cluster."""
+    if "submitit" in choice:
+        return True
+    for folder in config_dirs:
+        path = folder / "hydra" / "launcher" / f"{choice}.yaml"
+        if path.is_file():
+            return "submitit" in path.read_text()
+    return False

@@ -1,0 +1,115 @@
+"""What the machine can run: the devices, precision and memory a config asks for exist here,
+checked before anything is built (``ConfigError`` naming the key). Torch is imported only where
+a GPU device node exists."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from lengen.checks import ConfigError
+from lengen.config import eval_lengths
+
+
+def check_resources(cfg: DictConfig) -> None:
+    """The devices and memory a config asks for exist here (ConfigError naming the key)."""
+    check_devices(cfg)
+    check_memory(cfg)
+
+
+def cuda_available() -> bool:
+    """``torch.cuda.is_available()``, without importing torch where no GPU device node exists
+    (NVIDIA's, AMD's ROCm or WSL's), where the answer is False: a refusal stays fast."""
+    import os
+
+    if not any(
+        os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+    ):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def check_devices(cfg: DictConfig) -> None:
+    """A GPU asked for where there is none, or half precision on a CPU (slow, and not what
+    any result here was measured with): say so now, not in Lightning's words later."""
+    accelerator = str(cfg.trainer.accelerator)
+    precision = str(cfg.trainer.get("precision", "32-true"))
+    cpu = accelerator == "cpu" or (accelerator == "auto" and not cuda_available())
+    if cpu and not precision.startswith(("32", "64")):
+        raise ConfigError(
+            f"trainer.precision={precision}: half precision needs a GPU, and this run trains "
+            f"on the CPU; allowed: 32-true (or 64-true) on the CPU"
+        )
+    if accelerator in ("gpu", "cuda") and not cuda_available():
+        raise ConfigError(
+            f"trainer.accelerator={cfg.trainer.accelerator}: no CUDA GPU is visible here; "
+            f"allowed: cpu, or auto (the GPU when there is one)"
+        )
+    if accelerator == "mps":
+        import torch
+
+        if not torch.backends.mps.is_available():
+            raise ConfigError(
+                "trainer.accelerator=mps: MPS is not available here; allowed: cpu, auto"
+            )
+
+
+def available_memory(cfg: DictConfig) -> tuple[int, str]:
+    """(bytes, where) the run can use: the GPU's total memory where it trains on one, else the
+    memory Linux reports available (MemAvailable); (0, "") when unknown."""
+    if str(cfg.trainer.accelerator) in ("gpu", "cuda", "auto") and cuda_available():
+        import torch
+
+        return torch.cuda.mem_get_info()[1], "GPU"
+    try:
+        with open("/proc/meminfo") as file:
+            for line in file:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "CPU"
+    except OSError:
+        pass
+    return 0, ""
+
+
+def config_axes(cfg: DictConfig) -> int:
+    """Axes of the data's positions, read from the config without building anything: the
+    task class's ``axes`` (grid tasks 2, volumes 3); 1 for text and sequence tasks."""
+    from hydra.utils import get_class
+
+    task = cfg.data.get("task")
+    if task is None or "_target_" not in task:
+        return 1
+    return int(getattr(get_class(task._target_), "axes", 1))
+
+
+def check_memory(cfg: DictConfig) -> None:
+    """Refuse, before building anything, sizes that cannot fit: a training step's activations
+    (a lower bound: every instance at least ``data.len`` positions long) and one instance at the
+    longest evaluation length. Without this, ``data.len=1000000000`` was killed by the kernel
+    after 97 s with no message."""
+    available, where = available_memory(cfg)
+    if not available:
+        return
+    model, gib = cfg.model, 2**30
+    axes = config_axes(cfg)
+    per_token = 12 * model.d_model + 2 * model.d_ff  # floats one layer keeps for backward
+    tokens = cfg.data.len**axes  # grids: data.len is the side (shapes: pixels, an upper bound)
+    train = 4 * cfg.data.batch_size * tokens * model.n_layers * per_token
+    if train > available:
+        shown = f"{cfg.data.len}^{axes} = {tokens:,}" if axes > 1 else f"{tokens}"
+        raise ConfigError(
+            f"data.len={cfg.data.len}: a training step needs at least {train / gib:,.1f} GiB of "
+            f"activations (data.batch_size {cfg.data.batch_size} × {shown} positions × "
+            f"{model.n_layers} layers), more than the {available / gib:,.1f} GiB of {where} "
+            f"memory available; allowed: a smaller data.len, data.batch_size or model"
+        )
+    longest = max(eval_lengths(cfg))
+    evaluation = 4 * longest**axes * (8 * model.d_model + model.d_ff) * 2  # one instance, no grad
+    if evaluation > available:
+        key = "eval.lengths" if cfg.eval.lengths is not None else "eval.factors"
+        raise ConfigError(
+            f"{key}: evaluating length {longest} needs at least {evaluation / gib:,.1f} GiB even "
+            f"one instance at a time, more than the {available / gib:,.1f} GiB of {where} "
+            f"memory available; allowed: shorter evaluation lengths"
+        )
