@@ -11,7 +11,9 @@ counts what every run did from the run directories when the sweep ends and makes
 exit status non-zero if any run did not finish. Along the way each job says "run k of N" and,
 once a run has finished, the sweep's time left (``SweepReport.progress_line``, from the plan
 lengen's sweeper writes); combinations skipped with ``hydra.sweeper.skip_invalid=true`` are
-listed apart, never counted as runs, and never make the exit status non-zero.
+listed apart, never counted as runs, and never make the exit status non-zero. A pack's job
+(``hydra.sweeper.pack``, ``train_pack_main``) trains several runs in one process: every count,
+record and line above is per run, a pack's members each counted from their own directories.
 
 Exit statuses: 2 bad input, 3 training diverged, 4 a checkpoint could not be written (the
 previous one is kept), 5 evaluation out of memory, 128 + the signal's number when a signal
@@ -155,10 +157,10 @@ class SweepReport(Callback):
     finish (exit status 1).
 
     Jobs may run in other processes (joblib's workers, SLURM jobs), where this object's copy
-    sees the job and the sweep's own does not: each job leaves a record under
-    ``<sweep dir>/.jobs/`` (its run directory, and how it ended where it ended in Python),
-    and the count reads those records and the run directories (``lengen.rundir.run_state``):
-    results.json decides "finished", whatever a job returned."""
+    sees the job and the sweep's own does not: each job leaves a record per run under
+    ``<sweep dir>/.jobs/`` (its run directory, and how it ended where it ended in Python; a
+    pack's job one per member), and the count reads those records and the run directories
+    (``lengen.rundir.run_state``): results.json decides "finished", whatever a job returned."""
 
     RECORDS = ".jobs"
     #: the sweep's plan, beside the records (``hydra_plugins.lengen_sweeper`` writes it)
