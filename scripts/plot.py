@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _unmatched(renames: dict[str, str], rows: list[dict]) -> list[str]:
     """The keys of ``--labels`` that name no line (a typo would otherwise change nothing)."""
-    from lengen.plots.sweep import line_names
+    from lengen.plots.names import line_names
 
     names = line_names(rows)
     return [key for key in renames if key not in names and key not in names.values()]
@@ -179,7 +179,8 @@ def _read_labels(path: Path) -> dict[str, str] | None:
 def _extension(summary, out_dir: Path, renames: dict[str, str]) -> list[Path]:
     """Length-extension methods compared, where runs carry eval.py re-evaluations."""
     from lengen.aggregate.extension import extension_rows
-    from lengen.plots.sweep import line_names, plot_extension
+    from lengen.plots.names import line_names
+    from lengen.plots.sweep import plot_extension
 
     rows = extension_rows(summary)
     return plot_extension(rows, out_dir, names=line_names(summary.rows, renames)) if rows else []
@@ -189,7 +190,7 @@ def _diagnostics(summary, out_dir: Path, renames: dict[str, str]) -> list[Path]:
     """The sweep's attention diagnostics and depth grids (``lengen.aggregate.diagnostics``), of
     the same runs as the summary, each configuration named as in its figures."""
     from lengen.aggregate.diagnostics import write_sweep_diagnostics
-    from lengen.plots.sweep import line_names
+    from lengen.plots.names import line_names
 
     runs = summary.aggregated
     if summary.exclude_not_learned:

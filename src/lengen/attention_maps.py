@@ -180,7 +180,7 @@ def analyse_run(
 
     stem = out_dir / f"attention_maps_len{length}"
     if on_grid and positions.shape[-1] == 2:  # per query, over the cells of the grid
-        from lengen.plots.run import plot_grid_attention_maps
+        from lengen.plots.attention import plot_grid_attention_maps
 
         first = [weights[:1] for weights in recorded]  # the first instance
         report["paths"] += plot_grid_attention_maps(

@@ -16,11 +16,8 @@ from lengen.aggregate.diagnostics import (
     write_sweep_diagnostics,
 )
 from lengen.aggregate.load import load_runs
-from lengen.plots.run import (
-    attention_diagnostics_figure,
-    plot_attention_diagnostics,
-    plot_position_heatmap,
-)
+from lengen.plots.attention import attention_diagnostics_figure, plot_attention_diagnostics
+from lengen.plots.run import plot_position_heatmap
 from sweep_fixture import write_run
 
 

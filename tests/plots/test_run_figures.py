@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from helpers import compose_train
+from lengen.plots.attention import attention_maps_figure
 from lengen.plots.common import pyplot, wrap_title
 from lengen.plots.pe import plot_pe_analysis
 from lengen.plots.run import (
-    attention_maps_figure,
     binned_loss,
     extrapolation_figure,
     loss_by_position_figure,
@@ -319,7 +319,7 @@ def grid_attention():
 
 
 def test_grid_queries_are_the_centre_the_corner_and_a_readout_slot(grid_attention):
-    from lengen.plots.run import grid_queries
+    from lengen.plots.attention import grid_queries
 
     _, positions = grid_attention
     assert grid_queries(positions) == [
@@ -332,7 +332,7 @@ def test_grid_queries_are_the_centre_the_corner_and_a_readout_slot(grid_attentio
 def test_grid_attention_is_drawn_at_the_cells_it_lands_on(grid_attention):
     import numpy as np
 
-    from lengen.plots.run import grid_attention_maps_figure
+    from lengen.plots.attention import grid_attention_maps_figure
 
     recorded, positions = grid_attention
     fig = grid_attention_maps_figure(recorded, ["0"], positions, 4, 2)
@@ -343,7 +343,7 @@ def test_grid_attention_is_drawn_at_the_cells_it_lands_on(grid_attention):
 
 
 def test_grid_attention_marks_the_training_grid_in_cells(grid_attention):
-    from lengen.plots.run import grid_attention_maps_figure
+    from lengen.plots.attention import grid_attention_maps_figure
 
     recorded, positions = grid_attention
     fig = grid_attention_maps_figure(recorded, ["0"], positions, 4, 2)

@@ -15,7 +15,8 @@ import pytest
 
 from helpers import ROOT, assert_png
 from lengen.aggregate import aggregate
-from lengen.plots.sweep import line_names, plot_metric_vs_length
+from lengen.plots.names import line_names
+from lengen.plots.sweep import plot_metric_vs_length
 from sweep_fixture import read_only, write_run
 
 PLOT = [sys.executable, str(ROOT / "scripts" / "plot.py")]
@@ -64,7 +65,7 @@ def test_line_names_show_one_of_keys_that_change_together(mixed):
 
 
 def test_line_names_are_cut_to_the_limit(tmp_path):
-    from lengen.plots.sweep import NAME_LIMIT
+    from lengen.plots.names import NAME_LIMIT
 
     long = {"model.option": "x" * 80}  # its name uncut: 'rope [option=xxx…]', 95 characters
     write_run(tmp_path, "a", pe="rope", accuracy={4: 1.0, 8: 0.5}, overrides=long)

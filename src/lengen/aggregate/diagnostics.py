@@ -175,7 +175,7 @@ def write_sweep_diagnostics(
     ``labels``: config_hash (10 digits) -> the line's name (PE and settings); default the PE."""
     from lengen.atomic import atomic_write
     from lengen.plots.common import safe_name, save_figure
-    from lengen.plots.sweep import depth_grid_figure, diagnostics_vs_length_figure
+    from lengen.plots.sweep_diagnostics import depth_grid_figure, diagnostics_vs_length_figure
 
     out_dir, suffix = Path(out_dir), f".{tag}" if tag else ""
     frames = sweep_diagnostics(runs, tag)

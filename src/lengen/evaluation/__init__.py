@@ -55,8 +55,8 @@ def evaluate(
             evaluated=settings.samples,
         )
         if output_dir is not None and sections["attention_diagnostics"]["lengths"]:
+            from lengen.plots.attention import plot_attention_diagnostics
             from lengen.plots.common import figure_output
-            from lengen.plots.run import plot_attention_diagnostics
 
             stem = Path(output_dir) / f"attention_diagnostics{tag}"
             diagnostics = sections["attention_diagnostics"]

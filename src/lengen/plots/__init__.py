@@ -1,15 +1,16 @@
 """Every figure lengen draws (matplotlib, no display needed), and only figures.
 
-``plots.run``: one run's figures (metric vs length, accuracy by depth, loss by position,
-attention maps); ``plots.sweep``: an aggregated sweep's; ``plots.pe``: the encodings' own;
-``plots.common``: the shared look. The command line is ``scripts/plot.py``.
+``plots.run``: one run's figures (metric vs length, accuracy by depth, loss by position);
+``plots.attention``: attention maps, distances and diagnostics; ``plots.redraw``: a run's
+figures drawn again from its json; ``plots.sweep``: an aggregated sweep's (``plots.names``: what its
+lines are called; ``plots.sweep_diagnostics``: its attention and depth figures); ``plots.pe``: the
+encodings' own; ``plots.common``: the shared look. The command line is ``scripts/plot.py``.
 """
 
+from lengen.plots.attention import plot_attention_distance, plot_attention_maps
 from lengen.plots.common import OKABE_ITO, PAPER_RC, PE_STYLES, length_axis, pe_style, save_figure
 from lengen.plots.pe import plot_pe_analysis
 from lengen.plots.run import (
-    plot_attention_distance,
-    plot_attention_maps,
     plot_depth_heatmap,
     plot_extrapolation,
     plot_loss_by_position,

@@ -105,6 +105,14 @@ def pyplot():
 FORMATS = ("png", "pdf")
 
 
+def floats(values):
+    """A list of numbers with None (a missing or non-finite value in results.json) -> float64
+    array with NaN there, which matplotlib leaves as a gap."""
+    import numpy as np
+
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+
+
 def figure_output(settings) -> dict:
     """A run's figure keywords from its ``eval`` settings: ``dpi`` (``eval.plot_dpi``) and
     ``formats`` (``eval.plot_formats``); settings without them (a run directory written before

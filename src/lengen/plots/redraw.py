@@ -15,9 +15,9 @@ import json
 import re
 from pathlib import Path
 
+from lengen.plots.attention import plot_attention_diagnostics
 from lengen.plots.common import figure_output
 from lengen.plots.run import (
-    plot_attention_diagnostics,
     plot_depth_heatmap,
     plot_extrapolation,
     plot_loss_by_position,

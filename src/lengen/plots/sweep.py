@@ -14,6 +14,7 @@ from lengen.plots.common import (
     safe_name,
     save_figure,
 )
+from lengen.plots.names import line_names
 
 
 def plot_sweep(
@@ -46,85 +47,6 @@ def plot_sweep(
                 fig, Path(out_dir) / f"heatmap_{safe_name(metric)}{suffix}", formats
             )
     return paths
-
-
-#: a line's automatic name is cut here (the legend and the heatmap's rows stay readable);
-#: ``plot.py --labels`` renames any line, summary.csv has the full settings by config_hash
-NAME_LIMIT = 48
-#: config key prefixes dropped from a short name where the rest of the key is unambiguous, in
-#: the order a name lists keys and keeps one of several that always change together
-_PREFIXES = ("sweep", "pe.", "model.", "data.task.", "data.", "trainer.", "optim.", "eval.")
-
-
-def _parse_settings(settings: str) -> dict[str, str]:
-    """summary.csv's ``settings`` ("model.d_model=64, pe.base=500") -> {key: value}."""
-    import re
-
-    if not settings:
-        return {}
-    return dict(part.split("=", 1) for part in re.split(r", (?=[\w.\-]+=)", settings))
-
-
-def _short_key(key: str) -> str:
-    for prefix in _PREFIXES:
-        if key.startswith(prefix) and key != prefix:
-            return key[len(prefix) :]
-    return key
-
-
-def _priority(key: str) -> tuple[int, str]:
-    ranks = [i for i, prefix in enumerate(_PREFIXES) if key.startswith(prefix)]
-    return (ranks[0] if ranks else len(_PREFIXES), key)
-
-
-def _redundant(configs: list[dict[str, str]]) -> set[str]:
-    """Keys that change together with a key listed before them (``_priority``) across
-    ``configs``: each value of one goes with one value of the other, both ways (the steps and
-    the learning rate of a sweep that scaled both). Such a key adds nothing to a name."""
-    keys = sorted({key for config in configs for key in config}, key=_priority)
-    dropped: set[str] = set()
-    for index, key in enumerate(keys):
-        for earlier in keys[:index]:
-            if earlier in dropped:
-                continue
-            pairs = {(c.get(earlier), c.get(key)) for c in configs}
-            if len(pairs) == len({a for a, _ in pairs}) == len({b for _, b in pairs}):
-                dropped.add(key)
-                break
-    return dropped
-
-
-def line_names(rows: list[dict], renames: dict | None = None) -> dict[str, str]:
-    """config_hash (10 digits) -> the name of its line: the PE, then in brackets the settings
-    that set it apart within its table (task · model · training length), short: keys without
-    their component prefix where unambiguous (``d_model=64``), and of keys that always change
-    together only the first; cut to ``NAME_LIMIT`` characters (a short hash then keeps cut names
-    apart). ``renames`` maps an automatic name, or a config hash, to the name to show instead
-    (``plot.py --labels``)."""
-    renames = renames or {}
-    tables: dict[tuple, dict[str, dict]] = {}
-    for row in rows:
-        table = tables.setdefault((row["task"], row["model"], row["train_len"]), {})
-        table.setdefault(row["config_hash"], row)
-    names = {}
-    for members in tables.values():
-        configs = {digest: _parse_settings(row.get("settings") or "") for digest, row in members.items()}  # fmt: skip
-        dropped = _redundant(list(configs.values()))
-        shown = {key for config in configs.values() for key in config} - dropped
-        shorts = [_short_key(key) for key in shown]
-        for digest, row in members.items():
-            keys = sorted((k for k in configs[digest] if k in shown), key=_priority)
-            settings = ", ".join(
-                f"{_short_key(k) if shorts.count(_short_key(k)) == 1 else k}={configs[digest][k]}"
-                for k in keys
-            )
-            name = str(row["pe"]) + (f" [{settings}]" if settings else "")
-            if len(name) > NAME_LIMIT:
-                name = f"{name[: NAME_LIMIT - 9]}… #{digest[:6]}"
-            names[digest] = name
-    return {
-        digest: str(renames.get(name, renames.get(digest, name))) for digest, name in names.items()
-    }
 
 
 #: with this many seeds or fewer a figure shows each seed, not a t-interval: with 2 seeds the
@@ -458,80 +380,3 @@ def _method_style(row: dict) -> tuple[str, str, str]:
     else:
         colour = pe_style(f"method:{method}")[0]
     return colour, marker, "-" if row["method"] == "none" else "--"
-
-
-#: the diagnostics a sweep figure draws, in order, with their axis labels
-SWEEP_DIAGNOSTICS = {
-    "entropy_normalized": "entropy / log(keys seen)",
-    "max_weight": "largest weight",
-    "sink_mass": "mass on the first token",
-}
-
-
-def diagnostics_vs_length_figure(table, labels: dict, title: str, train_len: int):
-    """Per attention statistic (columns), its mean over layers, heads and seeds against the
-    evaluation length, one line per configuration (colour and marker = PE, as in every figure);
-    the training length dashed. ``table``: ``lengen.aggregate.diagnostics.attention_over_seeds``
-    rows of one task, model and training length; ``labels``: config_hash -> line name."""
-    plt = pyplot()
-    lengths = sorted(int(n) for n in table["length"].unique())
-    with plt.rc_context(PAPER_RC):
-        fig, axes = plt.subplots(1, len(SWEEP_DIAGNOSTICS), figsize=(3.0 * len(SWEEP_DIAGNOSTICS)
-                                 + 1.6, 3.2), squeeze=False, layout="constrained")  # fmt: skip
-        for ax, (statistic, label) in zip(axes[0], SWEEP_DIAGNOSTICS.items(), strict=True):
-            rows = table[table["statistic"] == statistic]
-            for config, line in sorted(rows.groupby("config_hash"),
-                                       key=lambda item: labels.get(item[0], item[0])):  # fmt: skip
-                line = line.sort_values("length")
-                pe = str(line["pe"].iloc[0])
-                colour, marker, style = pe_style(pe)
-                seeds = sorted(set(line["n_seeds"]))
-                n = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"
-                name = f"{labels.get(config, pe)} (n={n})"
-                ax.plot(line["length"], line["mean"], color=colour, marker=marker,
-                        linestyle=style, linewidth=1.4, markersize=4, label=name)  # fmt: skip
-            length_axis(ax, lengths, train_len)
-            ax.minorticks_off()
-            ax.set_ylim(-0.03, 1.03)
-            ax.set_ylabel(label)
-            ax.set_title(label, fontsize=9)
-            ax.grid(alpha=0.3)
-        handles, names = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, names, loc="outside right upper", frameon=False, fontsize=8,
-                   title="PE (seeds)")  # fmt: skip
-        fig.suptitle(f"{title}: attention, mean over layers, heads and seeds", fontsize=9)
-    return fig
-
-
-def depth_grid_figure(grid, title: str, train_len: int):
-    """Exact match by evaluation length (rows) × depth bin of the answer (columns), mean over
-    seeds, annotated; viridis on [0, 1]. ``grid``: ``depth_over_seeds`` rows of one
-    configuration."""
-    import numpy as np
-
-    plt = pyplot()
-    lengths = sorted(int(n) for n in grid["length"].unique())
-    bins = grid.drop_duplicates("depth_bin").sort_values("depth_bin")
-    values = np.full((len(lengths), len(bins)), np.nan)
-    for row in grid.itertuples():
-        values[lengths.index(int(row.length)), int(row.depth_bin)] = row.exact_match
-    seeds = sorted(set(grid["n_seeds"]))
-    with plt.rc_context(PAPER_RC):
-        fig, ax = plt.subplots(figsize=(1.8 + 0.9 * len(bins), 1.6 + 0.45 * len(lengths)),
-                               layout="constrained")  # fmt: skip
-        image = ax.imshow(values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        for i in range(len(lengths)):
-            for j in range(len(bins)):
-                if not np.isnan(values[i, j]):
-                    ax.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                            color="black" if values[i, j] > 0.6 else "white")  # fmt: skip
-        ax.set_xticks(range(len(bins)), [f"{low:.1f}–{high:.1f}" for low, high in
-                                         zip(bins["depth_low"], bins["depth_high"], strict=True)])  # fmt: skip
-        ax.set_yticks(range(len(lengths)), [f"{n} (trained)" if n <= train_len else str(n)
-                                            for n in lengths])  # fmt: skip
-        ax.set_xlabel("depth of the answer (0 = start of the input)")
-        ax.set_ylabel("evaluation length (input symbols)")
-        n = f"n={seeds[0]}" if len(seeds) == 1 else f"n={seeds[0]}–{seeds[-1]}"
-        ax.set_title(f"{title}\nexact match by depth, mean over seeds ({n})", fontsize=9)
-        fig.colorbar(image, ax=ax, label="exact match")
-    return fig
