@@ -86,6 +86,7 @@ def lengen_pe(name: str, max_positions: int, train_positions: int | None = None)
         "rope_window": partial(pe.RoPE, window=SIZES["seq"]),  # the training length
         "alibi_window": partial(pe.ALiBi, window=SIZES["seq"]),  # in the per-offset table
         "rope_ssmax": partial(pe.RoPE, ssmax=True),  # per (layer, head) s, per-query n
+        "nope_temperature": partial(pe.NoPE, attn_temperature_tuning=True),  # Llama 4's
     }
     if name not in classes:
         raise SystemExit(f"--pes: unknown encoding {name!r}; allowed: {', '.join(classes)}")
