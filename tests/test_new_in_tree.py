@@ -1,5 +1,5 @@
-"""A new encoding inside lengen, added by following docs/pe.md's recipe literally: no edit to an
-existing file.
+"""A new encoding and a new task inside lengen, added by following docs/pe.md's and
+docs/tasks.md's recipes literally: no edit to an existing file.
 
 The recipe's code blocks are whole files, each with its path on its first line; its ``sh``
 block holds the commands to run. A module fixture copies the checkout's package, configs,
@@ -37,7 +37,7 @@ class Recipe(NamedTuple):
     heading: str  #: the section that is the recipe
     name: str  #: the new component's name, as its yaml names it (and test ids show it)
     glob_tests: tuple[str, ...]  #: the glob-driven files that must pick its yaml up
-    #: -k expressions of the cases that must run and pass beside those named ``name``
+    #: other cases that must run and pass on the copy (``file::test``), beside those named ``name``
     also: tuple[str, ...] = ()
 
 
@@ -46,7 +46,14 @@ RECIPES = {
         "docs/pe.md", "## Adding an encoding", "my_bias",
         ("tests/test_configs.py", "tests/pe/test_options.py", "tests/pe/test_invariants.py",
          "tests/test_docs.py"),
-        ("generated_from_the_yamls",),
+        ("tests/test_docs.py::test_config_md_pe_options_are_generated_from_the_yamls",),
+    ),
+    "task": Recipe(
+        "docs/tasks.md", "## Adding a task", "my_shift",
+        ("tests/test_configs.py", "tests/data/test_tasks.py", "tests/data/test_task_data.py",
+         "tests/data/test_options.py", "tests/test_docs.py"),
+        ("tests/data/test_tasks.py::test_every_task_has_an_independent_reference",
+         "tests/test_config_docs.py::test_config_md_task_options_are_generated_from_the_task_configs"),
     ),
 }  # fmt: skip
 
@@ -133,9 +140,10 @@ def workspace(tmp_path_factory) -> Workspace:
 def glob_run(workspace) -> dict[str, str]:
     """One pytest process over every glob-driven file on the copy, only the new components'
     cases (and ``also``'s) -> outcome per test id (PASSED, FAILED, ERROR, SKIPPED …)."""
-    files = sorted({file for recipe in RECIPES.values() for file in recipe.glob_tests})
-    names = [recipe.name for recipe in RECIPES.values()]
-    names += [also for recipe in RECIPES.values() for also in recipe.also]
+    also = [case.partition("::") for recipe in RECIPES.values() for case in recipe.also]
+    files = {file for recipe in RECIPES.values() for file in recipe.glob_tests}
+    files = sorted(files | {file for file, _, _ in also})
+    names = [recipe.name for recipe in RECIPES.values()] + [test for _, _, test in also]
     command = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-n", "0"]
     done = subprocess.run(
         [*command, "-k", " or ".join(names), *files],
@@ -162,9 +170,22 @@ def test_the_encoding_recipe_adds_its_module_its_config_and_its_yaml():
     ]
 
 
+def test_the_task_recipe_adds_its_module_its_yaml_and_its_reference():
+    assert sorted(recipe_steps(RECIPES["task"]).files) == [
+        "configs/data/my_shift.yaml",
+        "src/lengen/data/tasks/my_shift.py",
+        "tests/data/references/my_shift.py",
+    ]
+
+
 def test_the_glob_driven_tests_pass_on_the_copy(glob_run):
     failed = sorted(test_id for test_id, outcome in glob_run.items() if outcome != "PASSED")
     assert failed == []
+
+
+@pytest.mark.parametrize("case", [c for recipe in RECIPES.values() for c in recipe.also])
+def test_the_suites_own_checks_of_the_new_files_ran_and_passed(glob_run, case):
+    assert glob_run.get(case) == "PASSED", sorted(glob_run)
 
 
 @pytest.mark.parametrize("kind", sorted(RECIPES))

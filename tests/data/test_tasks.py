@@ -3,7 +3,8 @@ determinism, curricula, the data card of every task for every model kind, and sh
 runs (accuracy by depth: tests/evaluation/test_by_depth.py).
 
 Glob-driven: every configs/data/*.yaml whose target is TaskData is covered with no edit here,
-provided its task has a reference below (a missing one fails loudly). Grid and volume tasks
+provided its task has a reference below or in tests/data/references/<name>.py (a missing one
+fails loudly). Grid and volume tasks
 (``task.axes`` > 1, length = side) have theirs in tests/data/test_grids.py; they run on
 ``model=encoder`` only, and the other model kinds are checked to refuse them."""
 
@@ -209,6 +210,24 @@ REFERENCES = {
     "variable_tracking": ref_variable_tracking,
     "indirect_indexing": ref_indirect,
 }
+
+
+def added_references(folder: Path = Path(__file__).parent / "references") -> dict:
+    """References of tasks added since, one file each, so a new task brings its own with no
+    edit here: ``tests/data/references/<name>.py`` defines ``reference(symbols, task, n)``
+    (docs/tasks.md "Adding a task")."""
+    import importlib.util
+
+    found = {}
+    for path in sorted(folder.glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"task_reference_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        found[path.stem] = module.reference
+    return found
+
+
+REFERENCES.update(added_references())
 
 
 def lengths_for(task) -> list[int]:
