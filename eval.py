@@ -19,7 +19,7 @@ if __name__ == "__main__":
     if {"-h", "--help"} & set(sys.argv[1:]):  # before any check: help is not bad input
         print(__doc__.strip())
         sys.exit(0)
-    from lengen.checks import outlive_closed_output
+    from lengen.process import outlive_closed_output
     from lengen.reeval import evaluate_run
 
     outlive_closed_output()  # `eval.py … | head` or a closed terminal: the evaluation goes on

@@ -42,7 +42,7 @@ def main(cfg: DictConfig) -> str:
 
 
 if __name__ == "__main__":
-    from lengen.checks import install_preemption_handlers, outlive_closed_output
+    from lengen.process import install_preemption_handlers, outlive_closed_output
 
     outlive_closed_output()  # `train.py … | head` or a closed terminal: the run goes on
     install_preemption_handlers()  # from here to exit, SIGTERM/SIGUSR1 stop with a record

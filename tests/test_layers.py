@@ -19,7 +19,9 @@ PACKAGE = ROOT / "src" / "lengen"
 #: lowest first; a unit is a top-level module or subpackage of lengen. Units of one layer do not
 #: import each other; a unit imports only from layers below it.
 LAYERS = (
-    ("atomic", "provenance"),  # below results, which writes atomically and records provenance
+    # below results, which writes atomically and records provenance; the errors every layer
+    # raises; the process's signals and output streams
+    ("atomic", "provenance", "errors", "process"),
     ("checks", "results", "measure", "caches", "lazy", "identity", "progress"),
     ("schema",),  # the typed configs' rules, from checks' positive_int
     ("options",),  # the run's typed configs, on schema

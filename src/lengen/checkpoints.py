@@ -16,14 +16,8 @@ import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from lengen.atomic import replace_durably
-from lengen.checks import (
-    CheckpointWriteError,
-    ConfigError,
-    Preempted,
-    acted_on_signal,
-    install_preemption_handlers,
-    received_signal,
-)
+from lengen.errors import CheckpointWriteError, ConfigError, Preempted
+from lengen.process import acted_on_signal, install_preemption_handlers, received_signal
 
 
 def checkpoint_file(path: str | Path, key: str) -> Path:
@@ -114,7 +108,7 @@ class StepCheckpoint(pl.Callback):
     of the following step (once the finished step is logged); a signal during the last step
     stops the run after training, before evaluation.
 
-    Signals are remembered from process start (``lengen.checks.install_preemption_handlers``,
+    Signals are remembered from process start (``lengen.process.install_preemption_handlers``,
     installed by the entry point and again here); Lightning's own handlers are never installed
     (``lengen.train.make_trainer``), so no signal falls in a gap between the two. SIGINT
     (Ctrl-C) stops training the same way; outside training it interrupts as usual. On SLURM

@@ -32,7 +32,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from lengen.checks import (
+from lengen.errors import (
     CheckpointWriteError,
     ConfigError,
     EvaluationOutOfMemory,
@@ -186,7 +186,7 @@ class SweepReport(Callback):
     def on_job_start(self, config: DictConfig, **kwargs) -> None:
         import threading
 
-        from lengen.checks import install_preemption_handlers
+        from lengen.process import install_preemption_handlers
 
         # a job in another process never ran train.py's __main__, which installs these: a
         # signal before training would otherwise kill it unrecorded (only the main thread may)

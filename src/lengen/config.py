@@ -10,7 +10,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from lengen.checks import ConfigError
+from lengen.errors import ConfigError
 from lengen.identity import run_id
 
 #: Config groups whose choice is a yaml file under configs/<group>/.

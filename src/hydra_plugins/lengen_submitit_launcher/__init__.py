@@ -53,7 +53,7 @@ class LengenSlurmLauncher(SlurmLauncher):
     def __call__(self, sweep_overrides, job_dir_key, job_num, job_id, singleton_state):
         import submitit
 
-        from lengen.checks import install_preemption_handlers
+        from lengen.process import install_preemption_handlers
 
         # before Hydra composes anything: submitit's own handlers ignore SIGTERM, and SIGUSR1
         # would kill the job before training installs lengen's handlers
@@ -135,7 +135,7 @@ class LengenSlurmLauncher(SlurmLauncher):
         jobs are still waited for), and a signal to the sweep stops the waiting."""
         import submitit
 
-        from lengen.checks import received_signal
+        from lengen.process import received_signal
 
         while not job.done():
             if received_signal():

@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lengen.caches import cache_refusal
-from lengen.checks import ConfigError
 from lengen.config import CONFIG_DIR
+from lengen.errors import ConfigError
 from lengen.preflight.command import (
     Command,
     check_group_overrides,

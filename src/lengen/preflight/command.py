@@ -11,8 +11,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from lengen.checks import ConfigError
 from lengen.config import CONFIG_DIR, GROUPS, ROOT
+from lengen.errors import ConfigError
 from lengen.preflight.hydra_private import arguments_parser, composing
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from lengen.caches import unwritable_reason
-from lengen.checks import ConfigError
 from lengen.config import CONFIG_DIR, ROOT
+from lengen.errors import ConfigError
 from lengen.preflight.values import processes
 from lengen.rundir import LOCK, RunDirectory
 

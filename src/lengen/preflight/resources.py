@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from lengen.checks import ConfigError
 from lengen.config import eval_lengths
+from lengen.errors import ConfigError
 
 
 def check_resources(cfg: DictConfig) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from omegaconf import DictConfig
 
-from lengen.checks import ConfigError
+from lengen.errors import ConfigError
 from lengen.preflight.command import Command, _override_error, parse_overrides
 from lengen.preflight.components import check_by_building, check_components
 from lengen.preflight.hydra_private import composing, split_sweep

@@ -22,8 +22,9 @@ import json
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from lengen.checks import ConfigError, check_batch_split, positive_int
+from lengen.checks import check_batch_split, positive_int
 from lengen.config import eval_lengths
+from lengen.errors import ConfigError
 from lengen.options import (
     DataSeedOptions,
     EvalOptions,

@@ -1,0 +1,48 @@
+"""The errors and outcomes every layer may raise: bad user input, a diverged run, a checkpoint
+that could not be written, an evaluation that does not fit in memory, a preemption.
+
+Every message's first line names the user's config key (or the step, or the file) and what is
+allowed; the entry points print it on one line and exit with the status documented in
+``lengen.cli``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """Bad user input; the message's first line names the key and the allowed values."""
+
+
+class TrainingDiverged(RuntimeError):
+    """The training loss stopped being finite; the message's first line names the step."""
+
+
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written (full disk, read-only folder); the previous one is
+    kept. The message's first line names both."""
+
+
+class EvaluationOutOfMemory(RuntimeError):
+    """An evaluation length does not fit in memory even one instance at a time; ``rows`` are
+    the lengths measured before it (written to the results all the same)."""
+
+    def __init__(self, message: str, rows: list[dict]):
+        super().__init__(message)
+        self.rows = rows
+
+
+class Preempted(Exception):  # noqa: N818 - an outcome, not a bug
+    """A signal stopped training; ``checkpoint`` holds the state after ``step`` steps."""
+
+    def __init__(self, signum: int, step: int, checkpoint: Path):
+        import signal
+
+        self.signum = signum
+        self.step = step
+        self.checkpoint = checkpoint
+        super().__init__(
+            f"interrupted by {signal.Signals(signum).name} at step {step}: state saved to "
+            f"{checkpoint}; continue with resume=true and the same hydra.run.dir"
+        )
