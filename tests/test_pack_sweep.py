@@ -199,6 +199,41 @@ def test_the_sweep_run_again_with_resume_auto_finds_every_member_finished(sweep)
     assert "sweep: 3 runs (3 finished earlier)" in sweep.again.stdout
 
 
+def test_a_pack_sweep_stopped_by_sigterm_continues_its_pack_with_resume_auto(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from helpers import ROOT
+
+    folder = tmp_path / "sweep"
+    # long enough that SIGTERM at the first checkpoints finds training running (a checkpoint
+    # every 2 steps slows it), short enough to finish soon after
+    long = ("trainer.max_steps=60", "trainer.val_check_interval=30")
+    long += ("trainer.checkpoint_every_n_steps=2",)
+    command = [sys.executable, str(ROOT / "train.py"), "-m", "seed=0,1", f"{PACK_KEY}=2"]
+    command += [*FAST, *long, f"hydra.sweep.dir={folder}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    sweep = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while len(list(folder.glob("*/checkpoints/last.ckpt"))) < 2:  # both members saved once
+            assert sweep.poll() is None and time.monotonic() < deadline, "no checkpoints"
+            time.sleep(0.2)
+        sweep.send_signal(signal.SIGTERM)
+        sweep.communicate(timeout=240)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 128 + signal.SIGTERM
+    assert not list(folder.glob("*/results.json"))  # stopped mid-pack: both interrupted
+    again = run_train(*command[2:], "resume=auto", one_thread=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "sweep: 2 runs (2 continued from a checkpoint)" in again.stdout
+
+
 # -- the benchmark, at a tiny size (it times nothing here) -------------------------------------------
 def test_the_pack_benchmark_trains_both_ways_and_writes_what_it_measured(tmp_path):
     from helpers import load_script
