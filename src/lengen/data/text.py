@@ -5,8 +5,9 @@
 and validates on ``val_batches()`` (disjoint windows at ``data.len``); after training
 ``lengen.evaluation.text`` scores the validation stream (``val_ids``) at every eval length.
 
-Corpus preparation (sources, tokenizers, cache) lives in ``text_prep.py``. torch, numpy,
-datasets and tokenizers are imported inside functions: importing this module is cheap.
+Where the corpus comes from and its tokenised splits on disk: ``text_corpus.py``; tokenizers,
+streams and cache keys: ``text_prep.py``. torch, numpy, datasets and tokenizers are imported
+inside functions: importing this module is cheap.
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ from typing import Any, ClassVar
 
 from lengen.caches import cache_refusal
 from lengen.checks import ConfigError, positive_int
-from lengen.data import text_prep
+from lengen.data import text_corpus, text_prep
 from lengen.data.text_prep import (
     TOKENIZER_KINDS,
     check_text_files,
-    content_hash,
     expand_files,
     file_builder,
     settings_key,
@@ -253,10 +253,12 @@ class TextData:
         import numpy as np
 
         if dataset is None:  # one source: TextDataOptions.check
-            splits, source, load_rows = self._file_source(train_files, validation_files, text_field)
+            splits, source, load_rows = text_corpus.file_source(
+                train_files, validation_files, text_field, self.cache_dir
+            )
         else:
-            splits, source, load_rows = self._dataset_source(
-                dataset, dataset_config, validation_split, text_field
+            splits, source, load_rows = text_corpus.dataset_source(
+                dataset, dataset_config, validation_split, text_field, self.cache_dir
             )
         carved = "validation" not in splits
         train_key = settings_key(
@@ -266,7 +268,9 @@ class TextData:
                 "text_field": text_field,
             }
         )
-        rows = functools.cache(lambda: self._rows(load_rows, carved, validation_fraction))
+        rows = functools.cache(
+            lambda: text_corpus.split_rows(load_rows, carved, validation_fraction)
+        )
         self.tokenizer, tokenizer_sha, tokenizer_hit = text_prep.load_tokenizer(
             tokenizer, vocab_size, lambda: rows()[0], train_key, self.cache_dir, self.progress
         )
@@ -280,7 +284,7 @@ class TextData:
         )
         corpus_dir = self.cache_dir / "corpora" / key
         hit = (corpus_dir / "info.json").is_file()
-        if hit and (damage := _damage(corpus_dir)) is not None:  # e.g. a copy cut short
+        if hit and (damage := text_corpus.damage(corpus_dir)) is not None:  # e.g. a copy cut short
             print(
                 f"note: cached corpus {corpus_dir} is damaged ({damage}); rebuilding it",
                 file=sys.stderr,
@@ -288,7 +292,7 @@ class TextData:
             shutil.rmtree(corpus_dir, ignore_errors=True)
             hit = False
         if not hit:
-            self._tokenise(corpus_dir, rows)
+            text_corpus.tokenise(corpus_dir, rows, self.tokenizer, self.progress)
         info = json.loads((corpus_dir / "info.json").read_text())
         self.train_ids = np.load(corpus_dir / "train.npy", mmap_mode="r")
         self.val_ids = np.load(corpus_dir / "validation.npy", mmap_mode="r")
@@ -308,137 +312,6 @@ class TextData:
             "hit": hit,
             "tokenizer_hit": tokenizer_hit,
         }
-
-    def _file_source(self, train_files, validation_files, text_field):
-        found = {"train": expand_files("data.files.train", train_files)}
-        if validation_files is not None:
-            found["validation"] = expand_files("data.files.validation", validation_files)
-        builders = {split: file_builder(f"data.files.{split}", fs) for split, fs in found.items()}
-        splits = {
-            split: {"sha256": content_hash(fs), "builder": builders[split]}
-            for split, fs in found.items()
-        }
-        source = {
-            "files": {split: [str(f) for f in fs] for split, fs in found.items()},
-            "sha256": {split: s["sha256"] for split, s in splits.items()},
-        }
-
-        def load_rows(split):
-            from datasets import load_dataset
-
-            builder = builders[split]
-            extra = {"keep_linebreaks": True} if builder == "text" else {}
-            files = [str(f) for f in found[split]]
-            with text_prep.local_only():  # local files: no network, cache in data.cache_dir
-                table = load_dataset(
-                    builder,
-                    data_files=files,
-                    split="train",
-                    cache_dir=str(text_prep.datasets_cache(self.cache_dir)),
-                    **extra,
-                )
-            field = "text" if builder == "text" else text_field  # plain text: the lines
-            return _column(table, field, f"data.files.{split}")
-
-        return splits, source, load_rows
-
-    def _dataset_source(self, dataset, dataset_config, validation_split, text_field):
-        from datasets import load_dataset, load_from_disk
-
-        local = Path(os.path.expanduser(str(dataset)))
-        if local.is_dir() and (
-            (local / "dataset_dict.json").is_file() or (local / "state.json").is_file()
-        ):
-            with text_prep.local_only():
-                loaded = load_from_disk(str(local))  # written by save_to_disk
-        elif local.is_dir():  # a directory of data files: no network, cache in data.cache_dir
-            with text_prep.local_only():
-                loaded = load_dataset(
-                    str(local),
-                    dataset_config,
-                    cache_dir=str(text_prep.datasets_cache(self.cache_dir)),
-                )
-        else:  # a hub name: Hugging Face's cache (HF_HOME), and the network the first time
-            try:
-                loaded = load_dataset(dataset, dataset_config)
-            except Exception as error:  # noqa: BLE001 - offline, unknown or uncached: one line
-                first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-                raise ValueError(
-                    f"data.dataset={dataset}: cannot load it from the hub (offline, not cached, "
-                    f"or no such dataset: {first[:200]}); allowed: a local dataset directory, "
-                    f"data.files.train, or a run with network access to cache it first"
-                ) from None
-        if not hasattr(loaded, "keys"):  # a single Dataset: its rows are the training split
-            loaded = {"train": loaded}
-        if "train" not in loaded:
-            raise ValueError(
-                f"data.dataset: {dataset!r} has no 'train' split; it has {sorted(loaded.keys())}"
-            )
-        names = {"train": "train"}
-        if validation_split in loaded:
-            names["validation"] = validation_split
-        splits = {
-            split: {"fingerprint": loaded[name]._fingerprint} for split, name in names.items()
-        }
-        source = {
-            "dataset": str(dataset),
-            "dataset_config": dataset_config,
-            "splits": names,
-            "fingerprint": {split: s["fingerprint"] for split, s in splits.items()},
-        }
-
-        def load_rows(split):
-            return _column(loaded[names[split]], text_field, "data.dataset")
-
-        return splits, source, load_rows
-
-    @staticmethod
-    def _rows(load_rows, carved: bool, fraction: float):
-        """(train rows, validation rows, split rule), each row newline-terminated."""
-        train = text_prep.stream_rows(load_rows("train"))
-        if not carved:
-            return train, text_prep.stream_rows(load_rows("validation")), {"validation": "given"}
-        return text_prep.carve(train, fraction)
-
-    def _tokenise(self, corpus_dir: Path, rows) -> None:
-        import tempfile
-
-        import numpy as np
-
-        train_rows, val_rows, rule = rows()
-        train_ids, _ = text_prep.encode_stream(
-            self.tokenizer,
-            train_rows,
-            with_bytes=False,
-            desc="tokenise train",
-            progress=self.progress,
-        )
-        val_ids, val_bytes = text_prep.encode_stream(
-            self.tokenizer,
-            val_rows,
-            with_bytes=True,
-            desc="tokenise validation",
-            progress=self.progress,
-        )
-        corpus_dir.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=corpus_dir.parent, prefix=f".{corpus_dir.name}."))
-        try:
-            np.save(tmp / "train.npy", train_ids)
-            np.save(tmp / "validation.npy", val_ids)
-            np.save(tmp / "validation_bytes.npy", val_bytes)
-            info = {
-                "split_rule": rule,
-                "train_tokens": int(train_ids.shape[0]),
-                "validation_tokens": int(val_ids.shape[0]),
-                "validation_bytes": int(val_bytes.sum()),
-            }
-            (tmp / "info.json").write_text(json.dumps(info, indent=2) + "\n")
-            os.replace(tmp, corpus_dir)  # atomic: a reader sees all files or none
-        except OSError:
-            if not (corpus_dir / "info.json").is_file():  # not a concurrent run's finished copy
-                raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     # -- interface of the run (lengen.data.source.DataSource) ---------------------------------
     cheap_to_build = False
@@ -562,36 +435,9 @@ class TextData:
         }
 
 
-def _damage(corpus_dir: Path) -> str | None:
-    """What is wrong with a cached corpus (None: it reads): its info, or an array shorter than
-    its header says (a truncated copy), each read as the run will read it."""
-    import numpy as np
-
-    try:
-        info = json.loads((corpus_dir / "info.json").read_text())
-        counts = {"train": info["train_tokens"], "validation": info["validation_tokens"]}
-        for name in ("train", "validation", "validation_bytes"):
-            array = np.load(corpus_dir / f"{name}.npy", mmap_mode="r")
-            expected = counts.get(name, counts["validation"])
-            if array.shape != (expected,):
-                return f"{name}.npy holds {array.shape[0]} tokens, info.json says {expected}"
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        return f"{type(error).__name__}: {str(error)[:100]}"
-    return None
-
-
 def check_model_kind(kind: str) -> None:
     if kind != "decoder":
         raise ValueError(
             f"model: data=text trains causal language models; allowed: model=decoder, got a "
             f"model of kind {kind!r}"
         )
-
-
-def _column(table, text_field: str, key: str):
-    if text_field not in table.column_names:
-        raise ValueError(
-            f"data.text_field: no column {text_field!r} in {key}; allowed: "
-            f"{', '.join(table.column_names)}"
-        )
-    return table[text_field]
