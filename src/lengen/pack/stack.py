@@ -163,7 +163,7 @@ class StackedModels:
             self.params, self.buffers, inputs, targets, tokens
         )
         for name, param in self.params.items():
-            param.grad = grads[name]
+            param.grad = grads[name].contiguous()  # the fused AdamW reads grads as laid out
         return mean, summed, correct
 
     def discard(self, members: list[int]) -> None:
@@ -181,7 +181,7 @@ class StackedModels:
             for grad in grads:
                 grad.clamp_(-value, value)
             return
-        norms = torch.stack([g.flatten(1).norm(2, dim=1) for g in grads])  # (P, M)
+        norms = torch.stack([g.reshape(len(g), -1).norm(2, dim=1) for g in grads])  # (P, M)
         total = torch.linalg.vector_norm(norms, 2, dim=0)  # (M,)
         coefficient = torch.clamp(value / (total + 1e-6), max=1.0)  # (M,)
         for grad in grads:

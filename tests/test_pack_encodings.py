@@ -1,0 +1,78 @@
+"""Every encoding packs or is refused up front (glob-driven over configs/pe/*.yaml): a pack of
+two trains a few steps, each member's losses equal a plain training loop's of its own model
+(what a solo run computes each step), and both members write their results."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import yaml_choices
+from lengen.build import build
+from lengen.data.source import IGNORE
+from lengen.evaluation.metrics import loss_sum
+from lengen.lit import LitModel
+from lengen.pack import pack_refusal, train_pack
+from lengen.preflight import validate
+from test_pack import losses, small
+
+STEPS = 3
+FEW = (f"trainer.max_steps={STEPS}", f"trainer.val_check_interval={STEPS}", "eval.lengths=[16]")
+
+
+def solo_losses(cfg) -> list[float]:
+    """A solo run's training losses, step by step, without Lightning: its model, batches,
+    optimiser and schedule (``LitModel.configure_optimizers``), loss, and clipping."""
+    data, model, _ = build(cfg)
+    lit = LitModel(model, validate(cfg).optim, cfg.trainer.max_steps)
+    setup = lit.configure_optimizers()
+    optimizer, schedule = setup["optimizer"], setup["lr_scheduler"]["scheduler"]
+    losses = []
+    for step in range(cfg.trainer.max_steps):
+        batch = data.train_batch(step)
+        targets = batch["targets"]
+        scored = max(float((targets != IGNORE).sum()), 1.0)
+        loss = loss_sum(model(**batch["inputs"]), targets) / scored
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.trainer.gradient_clip_val)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+@pytest.mark.parametrize("pe", yaml_choices("pe"))
+def test_every_encoding_packs_or_is_refused_naming_its_key(pe, tmp_path, single_thread):
+    cfgs = [small(*FEW, f"pe={pe}", f"seed={seed}") for seed in (0, 1)]
+    refusal = pack_refusal(cfgs[0])
+    if refusal is not None:
+        assert refusal.startswith(("pe.", "model.")), refusal
+        return
+    dirs = [tmp_path / str(seed) for seed in (0, 1)]
+    results = train_pack(cfgs, dirs)
+    assert [r["pe"] for r in results] == [pe, pe]
+    for cfg, directory in zip(cfgs, dirs, strict=True):
+        torch.testing.assert_close(
+            torch.tensor(losses(directory)), torch.tensor(solo_losses(cfg)), rtol=0, atol=1e-5
+        )
+
+
+@pytest.mark.parametrize("model", ["encoder", "encoder_decoder"])
+def test_a_bidirectional_model_packs_with_one_length_per_step(model, tmp_path, single_thread):
+    cfgs = [
+        small(*FEW, f"model={model}", "data.curriculum=fixed", f"seed={seed}") for seed in (0, 1)
+    ]
+    train_pack(cfgs, [tmp_path / str(seed) for seed in (0, 1)])
+    for seed, cfg in enumerate(cfgs):
+        torch.testing.assert_close(
+            torch.tensor(losses(tmp_path / str(seed))),
+            torch.tensor(solo_losses(cfg)),
+            rtol=0,
+            atol=1e-5,
+        )
+
+
+def test_a_bidirectional_model_with_lengths_of_its_own_is_refused():
+    refusal = pack_refusal(small("model=encoder", "data.curriculum=uniform"))
+    assert refusal.startswith("data.curriculum=uniform cannot train in a pack")
