@@ -21,6 +21,23 @@ def test_provenance_records_the_cpu_model_and_threads():
     assert record["threads"] == torch.get_num_threads()
 
 
+def test_provenance_says_which_bf16_instructions_the_cpu_has(monkeypatch, tmp_path):
+    import builtins
+
+    import lengen.provenance
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("flags\t\t: fpu avx2 avx512f avx512_bf16 amx_tile\n")
+    real_open = builtins.open
+    monkeypatch.setattr(
+        builtins,
+        "open",
+        lambda path, *a, **k: real_open(cpuinfo if path == "/proc/cpuinfo" else path, *a, **k),
+    )
+    assert lengen.provenance.cpu_bf16() == ["avx512_bf16"]
+    assert provenance("cpu")["cpu_bf16"] == ["avx512_bf16"]
+
+
 def test_cpu_model_is_the_cpuinfo_model_name():
     cpuinfo = Path("/proc/cpuinfo")
     if not cpuinfo.is_file():

@@ -49,6 +49,24 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+#: the CPU instructions that make bf16 autocast pay on a CPU (docs/benchmarks.md, "bf16 on the CPU")
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def cpu_bf16() -> list[str]:
+    """Which of ``BF16_FLAGS`` this CPU has (Linux: /proc/cpuinfo; elsewhere none known).
+
+    Recorded beside the run's precision (``trainer.precision`` in its config): a CPU run is
+    fp32 whatever the CPU, since bf16 training on one that has them is not yet measured to keep
+    the committed verdicts; this says whether it could have run in bf16 at speed."""
+    try:
+        with open("/proc/cpuinfo") as file:
+            words = set(file.read().split())
+    except OSError:
+        return []
+    return [flag for flag in BF16_FLAGS if flag in words]
+
+
 def provenance(device: str) -> dict:
     """The ``provenance`` record of a result computed in this process on ``device``."""
     import torch
@@ -62,6 +80,7 @@ def provenance(device: str) -> dict:
         "python": platform.python_version(),
         "device": device,
         "cpu": cpu_model(),
+        "cpu_bf16": cpu_bf16(),
         "threads": torch.get_num_threads(),
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "overrides": hydra_overrides(),
