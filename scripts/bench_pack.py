@@ -15,11 +15,12 @@ Both ways train the default experiment (``python train.py``'s config) with seeds
 
 Each way runs in a fresh process (so its peak memory is its own), ``--repeats`` times,
 interleaved (pack, solo, solo, pack, …: a machine whose load drifts burdens both alike), and
-each process writes its runs' folders into a temporary folder, removed afterwards. The runs are
-whole runs (start-up, training, checkpoints, logs, evaluation, figures), except that evaluation is
-cut to one length of a few samples (``--eval minimal``, the default): it is per member either
-way, and at the default's lengths it would outweigh the training being compared; ``--eval
-default`` keeps the default experiment's.
+each process writes its runs' folders into a temporary folder, removed afterwards. The clock
+starts at the first run, after Python's and torch's imports (which a process pays once either
+way). The runs are whole runs (set-up, training, checkpoints, logs, evaluation, figures),
+except that evaluation is cut to one length of a few samples (``--eval minimal``, the default):
+it is per member either way, and at the default's lengths it would outweigh the training being
+compared; ``--eval default`` keeps the default experiment's.
 
 Prints, and writes to ``--json``: each way's wall seconds per repeat (median, min, max), CPU
 seconds, runs per hour, the pack's total against the solo runs' scaled to the same number of runs
