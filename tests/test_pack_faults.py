@@ -10,7 +10,7 @@ import signal
 import pytest
 import torch
 
-from lengen.checks import Preempted
+from lengen.checks import ConfigError, Preempted
 from lengen.pack import engine, train_pack
 from lengen.pack.member import Member
 from lengen.train import run
@@ -135,3 +135,21 @@ def test_a_member_interrupted_in_a_pack_continues_as_a_solo_run(
         torch.tensor(losses(dirs[1])), torch.tensor(losses(tmp_path / "whole")), rtol=0, atol=1e-5
     )
     assert len(rows(continued)) == len(rows(whole))
+
+
+def test_a_member_that_may_not_start_refuses_the_pack_before_anything_is_written(tmp_path):
+    dirs = [tmp_path / "0", tmp_path / "1"]
+    dirs[1].mkdir()
+    (dirs[1] / "notes.txt").write_text("the user's own file")
+    with pytest.raises(ConfigError, match="holds files that no lengen run wrote"):
+        train_pack([small(*SHORT, f"seed={seed}") for seed in (0, 1)], dirs)
+    assert not dirs[0].exists()
+
+
+def test_each_member_adds_its_evaluation_to_the_calibration(tmp_path, monkeypatch, single_thread):
+    monkeypatch.setenv("LENGEN_CACHE_DIR", str(tmp_path / "cache"))
+    dirs = [tmp_path / str(seed) for seed in (0, 1)]
+    train_pack([small(*SHORT, f"seed={seed}") for seed in (0, 1)], dirs)
+    calibration = json.loads((tmp_path / "cache" / "timings.json").read_text())
+    [machine] = calibration["machines"].values()
+    assert len(machine["eval teacher_forced"]) == 2  # one entry per member

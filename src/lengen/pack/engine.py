@@ -55,6 +55,8 @@ def train_pack(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path]) -> li
     todo = [index for index, result in enumerate(results) if result is None]
     if not todo:
         return results
+    for index in todo:  # every member may start (or continue) where it is asked to, or none does
+        directories[index].check_start(cfgs[index])
     members = [Member(cfgs[i], directories[i], i) for i in todo]  # builds: checks before writes
     pack = {"size": len(cfgs), "members": [path.name for path in paths]}
     with contextlib.ExitStack() as owned:
@@ -195,7 +197,6 @@ class PackRun:
         self.save_every = trainer.get("checkpoint_every_n_steps")
         self.log_every = int(trainer.get("log_every_n_steps", 50))
         self.clip = (trainer.get("gradient_clip_val"), trainer.get("gradient_clip_algorithm"))
-        self.val_batches = len(members[0].data.val_batches())
         self.timer = PackTimer()
         self.outcomes: dict[int, dict] = {}
         self.started = time.monotonic()
@@ -261,7 +262,7 @@ class PackRun:
             if not validating:
                 stacked.load_member(i, active[i].model)
             state = active[i].checkpoint(
-                done, stacked.member_optimizer_state(i), stacked.schedule_state(), self.val_batches
+                done, stacked.member_optimizer_state(i), stacked.schedule_state()
             )
             active[i].save(state)
         if signum:

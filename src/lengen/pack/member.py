@@ -48,6 +48,7 @@ class Member:
             )
         self.logger = None
         self.validation_row: dict = {}
+        self.val_batches: list | None = None
         self.notes: list[str] = []
 
     # -- starting --------------------------------------------------------------------------
@@ -126,9 +127,11 @@ class Member:
         """In-distribution validation of the member's own model (loaded with its weights), as
         ``LitModel``'s validation; its rows logged at ``step`` (0-based); the criterion."""
         stats: dict = {}
+        if self.val_batches is None:  # drawn once, as Lightning's val_dataloader is
+            self.val_batches = self.data.val_batches()
         self.model.eval()
         with torch.inference_mode():
-            for batch in self.data.val_batches():
+            for batch in self.val_batches:
                 inputs = {k: v.to(device) for k, v in batch["inputs"].items()}
                 add_stats(stats, batch_stats(self.model(**inputs), batch["targets"].to(device)))
         self.model.train()
@@ -148,7 +151,7 @@ class Member:
             self.criterion.on_validation_end(view, None)
 
     # -- the checkpoint ----------------------------------------------------------------------
-    def checkpoint(self, step: int, optimizer_state: dict, schedule_state: dict, val_batches: int):
+    def checkpoint(self, step: int, optimizer_state: dict, schedule_state: dict):
         """The member's state after ``step`` steps in the layout of a solo run's
         ``checkpoints/last.ckpt`` (Lightning's), so eval.py, ``lengen.load_run`` and a solo
         ``resume=true`` read it; the model must hold the member's weights."""
@@ -158,7 +161,7 @@ class Member:
             "global_step": step,
             "pytorch-lightning_version": pl.__version__,
             "state_dict": {f"model.{k}": v for k, v in self.model.state_dict().items()},
-            "loops": lightning_loops(step, self.validations, val_batches),
+            "loops": lightning_loops(step, self.validations, len(self.val_batches or [])),
             "callbacks": callbacks,
             "optimizer_states": [optimizer_state],
             "lr_schedulers": [schedule_state],
