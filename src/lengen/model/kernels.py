@@ -1,12 +1,19 @@
 """The attention kernels, and the one place where one is chosen (``choose_kernel``).
 
 Pure functions on q (B, H, Tq, hd), k and v (B, H, Tk, hd); the layer that projects them and
-applies the encoding's rotation is ``lengen.model.attention``. ``attend`` is the entry point:
+applies the encoding's rotation is ``lengen.model.attention``. ``attend`` is the entry point;
+the relative-bias path lives in ``lengen.model.relative``, the blocked, tiled and local paths in
+``lengen.model.blocked`` (both importable from here as before):
 
 * Encodings without a logit bias go straight to ``scaled_dot_product_attention`` (flash /
   memory-efficient kernels on GPU, the fused CPU kernel here), with ``is_causal``.
-* Contextual encodings (CoPE), whose logits depend on q·k itself, use an explicit softmax over
-  the same query blocks.
+* Contextual encodings (CoPE, DAPE), whose logits depend on q·k itself, use an explicit softmax
+  over the same query blocks; DAPE evaluated on a CPU beyond one tile of keys walks fixed-size
+  key tiles under an online softmax instead (``tiled_contextual_attention``), so its MLP's
+  hidden layer has one size for the whole pass and freed heap is reused, not kept.
+* Encodings that compute attention themselves (FoX, stick-breaking, PaTH: ``pe.has_attention``)
+  get path ``encoding``; their evaluation paths (no autograd) reuse one buffer per call or
+  walk fixed-size tiles for the same reason (``lengen.pe.fox``, ``stick_breaking``, ``path``).
 * Bias encodings whose bias depends on q − k only (``pe.bias_is_relative``: ALiBi, T5,
   KERPLE, Sandwich), at contiguous positions: one (H, Tq + Tk − 1) table of the bias per offset,
   read by SDPA through a strided view with the keys reversed (``relative_bias_attention``). No
@@ -45,14 +52,25 @@ relative-table nor the FlexAttention path sees them.
 from __future__ import annotations
 
 import math
-import weakref
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from lengen.model.blocked import (
+    CONTEXTUAL_KEY_TILE,
+    _sdpa_causal_offset,
+    blocked_bias_attention,
+    local_attention,
+    tiled_contextual_attention,
+)
+from lengen.model.relative import (
+    DENSE_MASK_ELEMENTS,
+    RELATIVE_QUERY_BLOCK,
+    _relative_table,
+    relative_bias_attention,
+)
 from lengen.options import KERNELS
-from lengen.pe import local
 from lengen.pe.base import PositionalEncoding
 from lengen.schema import one_of
 
@@ -62,18 +80,6 @@ FLEX_AUTO_KEYS = 2048
 
 #: Largest block of attention scores (B × H × queries × keys) built at once; 16M fp32 = 64 MiB.
 MAX_BIAS_ELEMENTS = 1 << 24
-
-#: Queries per call on the relative-bias path. Its bias block is a free strided view, so the
-#: block size only trades causal skipping (smaller blocks skip more masked keys) against the
-#: overhead of one SDPA call per block (measured in docs/benchmarks.md).
-RELATIVE_QUERY_BLOCK = 512
-
-
-#: Up to this many mask elements (H × Tq × Tk; training lengths) the relative-bias path gathers
-#: one dense mask from its table instead of the strided view: measured faster with a backward
-#: pass, which the view's reversed keys slow down (docs/benchmarks.md).
-DENSE_MASK_ELEMENTS = 1 << 20
-
 
 def attend(
     q: Tensor,
@@ -164,6 +170,14 @@ def attend(
             query_block=min(RELATIVE_QUERY_BLOCK, _block_rows(q, k, max_bias_elements, pe, causal)),
             dense_mask_elements=DENSE_MASK_ELEMENTS,
         )
+    if _tiles_contextual(q, k, pe, dropout_p):  # DAPE evaluated on a CPU, beyond one tile
+        tile = CONTEXTUAL_KEY_TILE
+        per_row = q.shape[0] * q.shape[1] * tile * pe.score_copies  # B · H · n · copies
+        return tiled_contextual_attention(
+            q, k, v, causal=causal, pe=pe, q_positions=q_positions, k_positions=k_positions,
+            scale=scale, query_block=max(1, min(q.shape[2], max_bias_elements // per_row)),
+            key_tile=tile,
+        )  # fmt: skip
     return blocked_bias_attention(
         q,
         k,
@@ -276,6 +290,23 @@ def _block_rows(
     return max(1, min(q.shape[2], rows))
 
 
+def _tiles_contextual(q: Tensor, k: Tensor, pe: PositionalEncoding, dropout_p: float) -> bool:
+    """Whether the blocked path's contextual logits go through ``tiled_contextual_attention``:
+    an encoding whose contextual term acts per score (DAPE), evaluated on a CPU (as
+    ``_block_rows``' smaller blocks: on a GPU small pieces cost launches), more keys than one
+    tile. Each causal block of the one-block-per-query-block path sees more keys than the last,
+    and its MLP's hidden layer is a new size each time, which glibc keeps as heap: the
+    resident peak at 8,192 tokens was 8–11× RoPE's. Tiles have one size."""
+    return (
+        pe.has_contextual
+        and getattr(pe, "contextual_per_score", False)
+        and q.device.type == "cpu"
+        and not torch.is_grad_enabled()
+        and not dropout_p
+        and k.shape[2] > CONTEXTUAL_KEY_TILE
+    )
+
+
 def _contiguous(positions: Tensor | None) -> bool:
     """Whether positions are p, p + 1, … (one host sync; randomized positions are not).
 
@@ -286,276 +317,3 @@ def _contiguous(positions: Tensor | None) -> bool:
     return positions.numel() < 2 or bool((positions.diff() == 1).all())
 
 
-def relative_bias_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    *,
-    causal: bool,
-    pe: PositionalEncoding,
-    position_offset: Tensor,
-    scale: float,
-    dropout_p: float = 0.0,
-    query_block: int = RELATIVE_QUERY_BLOCK,
-    dense_mask_elements: int = DENSE_MASK_ELEMENTS,
-) -> Tensor:
-    """Attention with a bias that depends on δ = q_position − k_position only, at contiguous
-    positions (query i at ``position_offset`` + i relative to key 0). Same shapes as ``attend``.
-
-    Such a bias is constant along diagonals (Toeplitz), which no non-negative strides express;
-    with the keys in reverse order it is constant along anti-diagonals (Hankel): with j' = Tk−1−j,
-    bias[h, i, j'] = table[h, i + j'], a view of one (H, Tq + Tk − 1) table with strides (1, 1).
-    The causal mask depends on i − j too, so it lives in the table as −inf. Every block's
-    (1, H, block, Tk') mask is a view: no (H, n, n) tensor exists, and SDPA's fused CPU kernel
-    reads the strided mask in place (measured: no extra memory at 8,192). Query blocks only let
-    causal attention skip the keys no query of the block sees. Small problems (at most
-    ``dense_mask_elements`` = H × Tq × Tk) gather one dense mask from the table instead.
-    """
-    q_len, k_len = q.shape[2], k.shape[2]
-    if pe.n_heads * q_len * k_len <= dense_mask_elements:
-        mask = _dense_relative_mask(pe, q_len, k_len, position_offset, causal, q.dtype, q.device)
-        return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale
-        )
-    table = _relative_table(pe, q_len, k_len, position_offset, causal, q.dtype, q.device)
-    n_heads, width = table.shape
-    k_reversed, v_reversed = k.flip(2), v.flip(2)  # (B, H, Tk, hd), key j at Tk − 1 − j
-    outputs = []
-    for start in range(0, q_len, query_block):
-        stop = min(start + query_block, q_len)
-        # the keys [lo, hi) this block's queries can see at all (past its last query under a
-        # causal mask none; before a window none): in reversed order Tk − hi … Tk − lo − 1
-        lo, hi = _key_span(start, stop, q_len, k_len, causal, pe)
-        first = k_len - hi
-        mask = table.as_strided(
-            (1, n_heads, stop - start, hi - lo), (0, width, 1, 1), start + first
-        )  # (1, H, c, Tk'): mask[0, h, r, c'] = table[h, start + first + r + c']
-        outputs.append(
-            F.scaled_dot_product_attention(
-                q[:, :, start:stop],
-                k_reversed[:, :, first : k_len - lo],
-                v_reversed[:, :, first : k_len - lo],
-                attn_mask=mask,
-                dropout_p=dropout_p,
-                scale=scale,
-            )
-        )
-    return torch.cat(outputs, dim=2)
-
-
-def _relative_table(
-    pe: PositionalEncoding,
-    q_len: int,
-    k_len: int,
-    position_offset: Tensor,
-    causal: bool,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> Tensor:
-    """(H, Tq + Tk − 1): column n holds the bias at index difference i − j = n − (Tk − 1),
-    i.e. at δ = position_offset + n − (Tk − 1); −inf where the causal mask or a sliding window
-    (``pe.window``, a function of i − j too) hides the key."""
-    index_delta = torch.arange(-(k_len - 1), q_len, device=device)  # (Tq + Tk − 1,)
-    table = pe.relative_bias_table(index_delta + position_offset.to(device))  # (H, L) fp32
-    if causal:  # query i sees keys j ≤ i + Tk − Tq, i.e. i − j ≥ Tq − Tk
-        table = table.masked_fill(index_delta < q_len - k_len, float("-inf"))
-    if pe.cfg.window is not None:  # key-index distance d = i + Tk − Tq − j: d < w (and > −w)
-        distance = index_delta + (k_len - q_len)
-        table = table.masked_fill(
-            (distance >= pe.cfg.window) | (distance <= -pe.cfg.window), float("-inf")
-        )
-    return table.to(dtype).contiguous()
-
-
-#: Dense masks of relative biases without parameters (ALiBi with fixed slopes, Sandwich), per
-#: encoding: every layer and step at the same lengths reuses them (training builds the same
-#: small mask 4 × per step otherwise, ≈ 4 % of a step here). At most MAX_CACHED_MASKS each.
-_DENSE_MASKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-MAX_CACHED_MASKS = 16
-
-
-def _dense_relative_mask(
-    pe: PositionalEncoding,
-    q_len: int,
-    k_len: int,
-    position_offset: Tensor,
-    causal: bool,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> Tensor:
-    """(1, H, Tq, Tk) with mask[0, h, i, j] = table[h, i − j + Tk − 1]."""
-    # tensors made under inference_mode cannot enter a later backward: never cache those
-    cacheable = next(pe.parameters(), None) is None and not torch.is_inference_mode_enabled()
-    cache = _DENSE_MASKS.setdefault(pe, {}) if cacheable else {}
-    key = (q_len, k_len, int(position_offset), causal, dtype, device) if cacheable else None
-    if key not in cache:
-        table = _relative_table(pe, q_len, k_len, position_offset, causal, dtype, device)
-        index = torch.arange(q_len, device=device)[:, None] - torch.arange(k_len, device=device)
-        if len(cache) >= MAX_CACHED_MASKS:
-            cache.pop(next(iter(cache)))  # the oldest
-        cache[key] = table[:, index + (k_len - 1)][None]  # (1, H, Tq, Tk)
-    return cache[key]
-
-
-def blocked_bias_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    *,
-    causal: bool,
-    pe: PositionalEncoding,
-    q_positions: Tensor,
-    k_positions: Tensor,
-    scale: float,
-    dropout_p: float = 0.0,
-    query_block: int,
-) -> Tensor:
-    """Any bias (or CoPE's contextual logits), built from ``pe.attention_bias`` one block of
-    ``query_block`` queries at a time, so memory grows linearly with length. Same shapes as
-    ``attend``."""
-    q_len, k_len = q.shape[2], k.shape[2]
-    outputs = []
-    for start in range(0, q_len, query_block):
-        stop = min(start + query_block, q_len)
-        # only the keys [lo, hi) the block's queries can see (causal: none past its last query;
-        # a window or chunks: none before them), so memory stays linear in length
-        lo, hi = _key_span(start, stop, q_len, k_len, causal, pe)
-        bias = (
-            pe.attention_bias(q_positions[start:stop], k_positions[lo:hi])  # (H, c, Tk')
-            if pe.has_bias
-            else torch.zeros(1, stop - start, hi - lo, device=q.device)
-        )
-        if causal or pe.local:
-            hidden = ~_block_allowed(start, stop, lo, hi, q_len, k_len, causal, pe, q.device)
-            bias = bias.masked_fill(hidden, float("-inf"))  # hidden: (c, Tk')
-        q_block, k_block, v_block = q[:, :, start:stop], k[:, :, lo:hi], v[:, :, lo:hi]
-        if pe.has_contextual:
-            out = _contextual_attention(q_block, k_block, v_block, bias, pe, scale, dropout_p)
-        else:
-            # a 4-D mask: SDPA's fused CPU kernel takes it; a 3-D one sends SDPA to its math
-            # path, which is ~6x slower and copies the mask per batch row (measured)
-            out = F.scaled_dot_product_attention(
-                q_block,
-                k_block,
-                v_block,
-                attn_mask=bias.to(q.dtype)[None],
-                dropout_p=dropout_p,
-                scale=scale,
-            )
-        outputs.append(out)
-    return torch.cat(outputs, dim=2)
-
-
-def local_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    *,
-    causal: bool,
-    pe: PositionalEncoding,
-    scale: float,
-    dropout_p: float = 0.0,
-    query_block: int,
-) -> Tensor:
-    """Attention without a bias under a sliding window or chunks (``pe.window``, ``pe.chunk``;
-    ``lengen.pe.local``), masked by index. Same shapes as ``attend``.
-
-    One block (training lengths): SDPA with one boolean mask, cached per (Tq, Tk, causal,
-    window, chunk, device). Longer: blocks of ``query_block`` queries, each given only the keys
-    it can see (``_key_span``), so memory grows linearly with length, not Tq × Tk."""
-    q_len, k_len = q.shape[2], k.shape[2]
-    if query_block >= q_len:
-        mask = _local_mask(q_len, k_len, causal, pe.cfg.window, pe.cfg.chunk, q.device)  # (Tq, Tk)
-        return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale
-        )
-    outputs = []
-    for start in range(0, q_len, query_block):
-        stop = min(start + query_block, q_len)
-        lo, hi = _key_span(start, stop, q_len, k_len, causal, pe)
-        mask = _block_allowed(start, stop, lo, hi, q_len, k_len, causal, pe, q.device)
-        outputs.append(
-            F.scaled_dot_product_attention(
-                q[:, :, start:stop],
-                k[:, :, lo:hi],
-                v[:, :, lo:hi],
-                attn_mask=mask,  # (c, Tk'), True where a query sees the key
-                dropout_p=dropout_p,
-                scale=scale,
-            )
-        )
-    return torch.cat(outputs, dim=2)
-
-
-def _key_span(
-    start: int, stop: int, q_len: int, k_len: int, causal: bool, pe: PositionalEncoding
-) -> tuple[int, int]:
-    """The keys [lo, hi) that queries start … stop − 1 (the last Tq of Tk) can see at all."""
-    offset = k_len - q_len  # query i sits at key index i + offset
-    window, chunk = pe.cfg.window, pe.cfg.chunk
-    return local.key_span(
-        start + offset, stop - 1 + offset, k_len, causal=causal, window=window, chunk=chunk
-    )
-
-
-def _block_allowed(start, stop, lo, hi, q_len, k_len, causal, pe, device) -> Tensor:
-    """Which of the keys lo … hi − 1 queries start … stop − 1 see -> bool (c, hi − lo)."""
-    query_index = torch.arange(start, stop, device=device) + (k_len - q_len)
-    key_index = torch.arange(lo, hi, device=device)
-    return local.allowed(
-        query_index, key_index, causal=causal, window=pe.cfg.window, chunk=pe.cfg.chunk
-    )
-
-
-#: boolean masks of local attention at one block, per (Tq, Tk, causal, window, chunk, device):
-#: every layer and step at the same lengths reuses them. At most MAX_CACHED_MASKS.
-_LOCAL_MASKS: dict = {}
-
-
-# normal tensors even when first asked for under inference_mode (Lightning's validation): a
-# cached mask is reused by training, whose backward pass may save it
-@torch.inference_mode(False)
-def _local_mask(q_len: int, k_len: int, causal: bool, window, chunk, device) -> Tensor:
-    """(Tq, Tk) bool, True where query i (at key index i + Tk − Tq) sees key j."""
-    key = (q_len, k_len, causal, window, chunk, str(device))
-    if key not in _LOCAL_MASKS:
-        if len(_LOCAL_MASKS) >= MAX_CACHED_MASKS:
-            _LOCAL_MASKS.pop(next(iter(_LOCAL_MASKS)))  # the oldest
-        query_index = torch.arange(k_len - q_len, k_len, device=device)
-        key_index = torch.arange(k_len, device=device)
-        _LOCAL_MASKS[key] = local.allowed(
-            query_index, key_index, causal=causal, window=window, chunk=chunk
-        )
-    return _LOCAL_MASKS[key]
-
-
-def _contextual_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    bias: Tensor,
-    pe: PositionalEncoding,
-    scale: float,
-    dropout_p: float,
-) -> Tensor:
-    """Explicit softmax attention for encodings whose logits depend on q·k itself (CoPE, DAPE).
-
-    q (B, H, c, hd), k and v (B, H, Tk, hd), bias (H or 1, c, Tk) with −inf where masked.
-    """
-    scores = torch.matmul(q, k.transpose(-1, -2)).float() * scale  # (B, H, c, Tk)
-    logits = scores + bias
-    logits = logits + pe.contextual_logits(q, logits, scores=scores, bias=bias)
-    weights = torch.softmax(logits, dim=-1).to(v.dtype)
-    if dropout_p:
-        weights = F.dropout(weights, dropout_p)
-    return torch.matmul(weights, v)  # (B, H, c, hd)
-
-
-def _sdpa_causal_offset(q: Tensor, k: Tensor, v: Tensor, dropout_p: float, scale: float) -> Tensor:
-    """Causal attention with fewer queries than keys (the queries are the last ones)."""
-    q_len, k_len = q.shape[2], k.shape[2]
-    query_index = torch.arange(q_len, device=q.device)[:, None] + (k_len - q_len)
-    allowed = torch.arange(k_len, device=q.device)[None, :] <= query_index  # (Tq, Tk)
-    return F.scaled_dot_product_attention(
-        q, k, v, attn_mask=allowed, dropout_p=dropout_p, scale=scale
-    )

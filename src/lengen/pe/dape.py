@@ -87,6 +87,10 @@ class DAPE(PositionalEncoding):
 
     Options = DAPEConfig
 
+    #: f reads each (query, key)'s scores and bias alone, so the kernels may split the keys
+    #: into tiles under an online softmax (``lengen.model.blocked.tiled_contextual_attention``)
+    contextual_per_score = True
+
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)  # self.derived: the bias encoding's checked keywords
         width = self.cfg.mlp_width

@@ -33,7 +33,13 @@ from torch import Tensor
 
 from lengen.pe.base import PositionalEncoding
 from lengen.pe.config.stick_breaking import StickBreakingConfig
-from lengen.pe.fox import MAX_SCORE_ELEMENTS, query_block_rows
+from lengen.pe.fox import MAX_SCORE_ELEMENTS, gradients_wanted, query_block_rows
+
+#: Keys per tile on the evaluation path (``tiled_stick_breaking``)
+KEY_TILE = 512
+#: Tile-sized tensors that path holds at once (logits, log β, log(1 − β)) plus slack: its tiles
+#: have MAX_SCORE_ELEMENTS / TILE_COPIES scores, so a tile's tensors stay within one 16 MiB block
+TILE_COPIES = 4
 
 
 def stick_breaking_weights(logits: Tensor, allowed: Tensor) -> Tensor:
@@ -59,9 +65,18 @@ def stick_breaking_attention(
     remainder: str = "current_value",
     dropout_p: float = 0.0,
     max_elements: int = MAX_SCORE_ELEMENTS,
+    key_tile: int = KEY_TILE,
 ) -> Tensor:
     """Causal stick-breaking attention: q (B, H, Tq, hd), the last Tq of the keys k and v
-    (B, H, Tk, hd) -> (B, H, Tq, hd), one block of queries at a time."""
+    (B, H, Tk, hd) -> (B, H, Tq, hd), one block of queries at a time.
+
+    Without gradients or dropout (evaluation), blocks of queries meet tiles of ``key_tile``
+    keys (``tiled_stick_breaking``): memory bounded by the tile, not by the length."""
+    if not dropout_p and not gradients_wanted(q, k, v):
+        return tiled_stick_breaking(
+            q, k, v, scale=scale, attend_current=attend_current, remainder=remainder,
+            max_elements=max_elements // TILE_COPIES, key_tile=key_tile,
+        )  # fmt: skip
     q_len, k_len = q.shape[2], k.shape[2]
     offset = k_len - q_len  # query i is the token of key i + offset
     dtype = torch.promote_types(q.dtype, torch.float32)  # fp32, or fp64 when given fp64
@@ -84,6 +99,76 @@ def stick_breaking_attention(
             out = out + left_over.to(v.dtype) * v[:, :, start + offset : stop + offset]
         outputs.append(out)
     return torch.cat(outputs, dim=2)
+
+
+@torch.no_grad()
+def tiled_stick_breaking(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    scale: float,
+    attend_current: bool = False,
+    remainder: str = "current_value",
+    max_elements: int = MAX_SCORE_ELEMENTS // TILE_COPIES,
+    key_tile: int = KEY_TILE,
+) -> Tensor:
+    """``stick_breaking_attention`` without autograd, tile by tile: the same shapes.
+
+    A block of c queries walks its keys in tiles of ``key_tile``, the nearest tile first, and
+    carries per query the sum of log(1 − β) over the keys of the tiles already walked: within
+    a tile the exclusive sums from the nearest key back are the tile's own cumulative sum plus
+    that carry, so A_ij and Σ_j A_ij v_j come tile by tile. Each tile holds three
+    (B, H, c, key_tile) tensors, with B·H·c·key_tile ≤ ``max_elements``, whatever the length
+    (the one-block path holds ~16 of (B, H, c, Tk)).
+
+    Keys are walked in reverse order (k and v flipped once), so a tile's cumulative sum runs
+    from its nearest key backwards with no flips per tile, as the one-block path sums. Tiles
+    end at a multiple of ``key_tile`` (or at Tk), so all tiles but one size are equal across
+    blocks (freed tiles are reused, not kept as heap of a new size); keys past a query inside
+    its tile are masked, as in the one-block path.
+    """
+    batch, heads, q_len, head_dim = q.shape
+    k_len = k.shape[2]
+    offset = k_len - q_len  # query i is the token of key i + offset
+    dtype = torch.promote_types(q.dtype, torch.float32)  # fp32, or fp64 when given fp64
+    key_tile = max(1, min(key_tile, k_len))
+    block = max(1, min(q_len, max_elements // (batch * heads * key_tile)))
+    out = torch.empty(batch, heads, q_len, head_dim, dtype=v.dtype, device=v.device)
+    with torch.autocast(q.device.type, enabled=False):
+        k_reversed = k.to(dtype).flip(2)  # (B, H, Tk, hd): key j at Tk − 1 − j
+        v_reversed = v.to(dtype).flip(2)
+        for start in range(0, q_len, block):
+            stop = min(start + block, q_len)
+            first, visible = start + offset, stop + offset  # the block's queries' key indices
+            q_block = q[:, :, start:stop].to(dtype)  # (B, H, c, hd)
+            query_index = torch.arange(first, visible, device=q.device)[:, None]  # (c, 1)
+            carry = q_block.new_zeros(batch, heads, stop - start, 1)  # Σ log(1 − β), walked keys
+            mixed = q_block.new_zeros(batch, heads, stop - start, head_dim)  # Σ_j A_ij v_j
+            taken = q_block.new_zeros(batch, heads, stop - start, 1)  # Σ_j A_ij
+            tile_stop = min(k_len, -(-visible // key_tile) * key_tile)  # a multiple, or Tk
+            for tile_end in range(tile_stop, 0, -key_tile):  # keys [a, tile_end), nearest first
+                a = max(0, tile_end - key_tile)
+                keys = slice(k_len - tile_end, k_len - a)  # the tile in reversed order
+                logits = q_block @ k_reversed[:, :, keys].transpose(-1, -2)  # (B, H, c, n)
+                logits.mul_(scale)
+                log_beta = F.logsigmoid(logits)  # log β
+                log_rest = F.logsigmoid(logits.neg_())  # log(1 − β)
+                if tile_end - 1 >= first:  # keys at or after a query: mask by index
+                    key_index = torch.arange(tile_end - 1, a - 1, -1, device=q.device)
+                    hidden = key_index > query_index if attend_current else key_index >= query_index
+                    log_beta.masked_fill_(hidden, float("-inf"))
+                    log_rest.masked_fill_(hidden, 0.0)
+                through = log_rest.cumsum_(-1)  # Σ over the tile's keys from the nearest, inclusive
+                log_beta[..., 1:] += through[..., :-1]  # exclusive: Σ_{k > j} within the tile
+                weights = log_beta.add_(carry).exp_()  # A_ij, (B, H, c, n)
+                carry += through[..., -1:]
+                mixed += weights @ v_reversed[:, :, keys]
+                taken += weights.sum(-1, keepdim=True)
+            if remainder == "current_value":  # the query's own value takes what is left
+                mixed += (1.0 - taken) * v[:, :, first:visible].to(dtype)
+            out[:, :, start:stop] = mixed
+    return out
 
 
 class StickBreaking(PositionalEncoding):
