@@ -372,6 +372,7 @@ def main(argv: list[str] | None = None) -> dict:
         "train_step_ms_median": {},
         "eval": [],
         "skipped": [],
+        "errors": {},  # rows that failed: their exception
     }
     print(f"machine: {json.dumps(results['machine'])}", flush=True)
     tokens_per_step = SIZES["batch"] * SIZES["seq"]
@@ -401,8 +402,14 @@ def main(argv: list[str] | None = None) -> dict:
             for variant in variants:
                 # a compiled row's first steps compile (and record its CUDA graphs): untimed
                 warmup = args.warmup + (3 if VARIANTS[variant] else 0)
-                times = train_lengen(name, warmup, steps, lit_options=VARIANTS[variant])
-                record(f"{variant_key(variant)}/{name}", times)
+                key = f"{variant_key(variant)}/{name}"
+                try:
+                    times = train_lengen(name, warmup, steps, lit_options=VARIANTS[variant])
+                except Exception as error:  # noqa: BLE001  one row's failure keeps the others
+                    results["errors"][key] = repr(error)[:500]
+                    print(f"  train {key:>26}: FAILED {error!r}"[:300], flush=True)
+                    continue
+                record(key, times)
         if name not in PEER_PES:
             continue
         if "plain" in impls:

@@ -27,6 +27,7 @@ too (fp32, no data-sheet peak): a check of the plumbing, not a measurement to qu
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import time
@@ -124,7 +125,7 @@ def flash_accepts(device: torch.device, sizes: dict = MFU_SIZES) -> bool | None:
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION), torch.autocast("cuda", torch.bfloat16):
             model(tokens)
         return True
-    except RuntimeError:
+    except Exception:  # noqa: BLE001  whatever refuses the kernel, the answer is no
         return False
 
 
@@ -171,6 +172,27 @@ def measure_mfu(
     }
 
 
+def measure_rung(device: torch.device, warmup: int, steps: int, peaks, setting: dict) -> dict:
+    """One rung's row; out of device memory, the rung is measured again at half the batch
+    (down to 8), and its row says so."""
+    sizes = setting["sizes"]
+    while True:
+        if device.type == "cuda":
+            gc.collect()  # the failed try's model and optimiser state
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
+        # a compiled rung warms up longer: its first steps compile (forward and backward)
+        rung_warmup = warmup + (3 if setting["compile"] else 0)
+        try:
+            return measure_mfu("rope", device, rung_warmup, steps, peaks=peaks,
+                               **{**setting, "sizes": sizes})  # fmt: skip
+        except torch.cuda.OutOfMemoryError:
+            if sizes["batch"] <= 8:
+                raise
+            sizes = {**sizes, "batch": sizes["batch"] // 2}
+            print(f"  out of memory: batch {sizes['batch']} instead", flush=True)
+
+
 def ladder(device: torch.device, warmup: int, steps: int, sizes: dict = MFU_SIZES) -> dict:
     """The rungs of the module docstring, each with its MFU and its gain over the rung before."""
     matmul = matmul_peak(device, torch.bfloat16 if device.type == "cuda" else torch.float32)
@@ -184,13 +206,13 @@ def ladder(device: torch.device, warmup: int, steps: int, sizes: dict = MFU_SIZE
     }
     rows, before = [], None
     for rung in LADDER:
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(device)
-        # a compiled rung warms up longer: its first steps compile (forward and backward)
-        rung_warmup = warmup + (3 if settings[rung]["compile"] else 0)
-        row = {"rung": rung, **measure_mfu("rope", device, rung_warmup, steps, peaks=peaks,
-                                           **settings[rung])}  # fmt: skip
+        try:
+            row = {"rung": rung, **measure_rung(device, warmup, steps, peaks, settings[rung])}
+        except Exception as error:  # noqa: BLE001  a failed rung (a compile error) keeps the rest
+            rows.append({"rung": rung, "error": repr(error)[:500], "tokens_per_s": None,
+                         "mfu": None, "mfu_vs_matmul_peak": None, "gain": None})  # fmt: skip
+            print(f"  mfu ladder {rung:>9}: FAILED {error!r}"[:300], flush=True)
+            continue
         speed = row["tokens_per_s"]
         row["gain"] = None if before is None else round(speed / before, 3)
         before = speed
@@ -199,7 +221,11 @@ def ladder(device: torch.device, warmup: int, steps: int, sizes: dict = MFU_SIZE
         print(f"  mfu ladder {rung:>9}: batch {row['sizes']['batch']:>3}, {speed:10.0f} tok/s, "
               f"MFU {mfu:.1%}" + ("" if row["gain"] is None else f", ×{row['gain']:.2f}"),
               flush=True)  # fmt: skip
-    best = max(rows, key=lambda r: r["tokens_per_s"])
+    measured = [row for row in rows if row["tokens_per_s"] is not None]
+    if not measured:
+        return {"rungs": rows, "device_batch": batch, "flash": flash_accepts(device, sizes),
+                "best": None, "mfu": None, "target": TARGET_MFU, "met": None}  # fmt: skip
+    best = max(measured, key=lambda r: r["tokens_per_s"])
     return {
         "rungs": rows,
         "device_batch": batch,

@@ -98,15 +98,17 @@ class PlainLM(nn.Module):
 
 
 def timed_loop(
-    model: nn.Module, forward, warmup: int, steps: int, device, sizes: dict
+    model: nn.Module, forward, warmup: int, steps: int, device, sizes: dict, hook=None
 ) -> list[float]:
     """AdamW + clipping at 1.0 on random batches; per-step seconds after the warm-up (on a GPU
-    the mean over the timed steps, as ``train_lengen``)."""
+    the mean over the timed steps, as ``train_lengen``). ``hook(step)`` runs before each step."""
     model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
     times = []
     cuda = device.type == "cuda"
     for step in range(warmup + steps):
+        if hook is not None:
+            hook(step)  # scripts/profile_step.py: starts its profilers after the warm-up
         if cuda and step == warmup:
             started = gpu_clock()
         start = time.perf_counter()

@@ -23,6 +23,8 @@ and timings, which fail when they miss the issue's targets (``TARGETS``), not on
 * ``plain``: ``scripts/bench.py`` lengen against the plain loop at bench.py's default size
   (d=128, 4 layers, seq 128, batch 32, fp32); RoPE also through ``torch.compile`` and its CUDA
   graphs; fails when the default (eager) lengen is under 0.9 × the plain loop for an encoding;
+* ``profile``: ``scripts/profile_step.py``: host (Python) time, kernels and device time of a
+  lengen step and of a plain-loop step, with lengen's costliest functions (recorded);
 * ``mechanisms``: step time and long-evaluation memory (8,192 tokens) of the 2024–26
   mechanisms (FoX, stick-breaking, PaTH, PaTH-FoX, DAPE, PoPE, SSMax on RoPE, Llama 4's
   temperature on NoPE, iRoPE) beside RoPE's, as ratios (recorded; fails on an error only);
@@ -60,8 +62,8 @@ SHORT = ["trainer.max_steps=50", "trainer.val_check_interval=25", "data.len=8", 
 STEPS = ["--steps", "100", "--warmup", "5"]
 #: encodings with a bias of distances, the ones FlexAttention serves (docs/benchmarks.md)
 FLEX_ENCODINGS = ("alibi", "t5", "kerple", "fire", "sandwich")
-CHECKS = ("bf16", "flash", "flex", "greedy", "ddp", "mfu", "plain", "mechanisms", "pack",
-          "cpu_precision")  # fmt: skip
+CHECKS = ("bf16", "flash", "flex", "greedy", "ddp", "mfu", "plain", "profile", "mechanisms",
+          "pack", "cpu_precision")  # fmt: skip
 #: issue #46: the ~100M model's MFU in bf16, lengen / the plain loop, a pack's runs per hour
 TARGETS = {"mfu": 0.40, "plain": 0.9, "pack": 20.0}
 #: the 2024–26 mechanisms and their baseline (scripts/bench.py's encoding names)
@@ -127,6 +129,7 @@ def plan(out: Path, devices: int) -> dict[str, list[tuple[str, list[str]]]]:
             ("others", [python, script("bench"), "--no-eval", "--impls", "lengen,plain", "--pes",
                         "nope,learned,alibi", *STEPS, "--json", json_for("plain", "others")]),
         ],
+        "profile": [("rope", [python, script("profile_step"), "--json", json_for("profile")])],
         "mechanisms": [
             ("8192", [python, script("bench"), "--impls", "lengen", "--pes", ",".join(MECHANISMS),
                       "--lengths", "8192", "--steps", "20", "--json", json_for("mechanisms")]),
@@ -148,7 +151,7 @@ def plan(out: Path, devices: int) -> dict[str, list[tuple[str, list[str]]]]:
 
 
 #: checks that are timings: run after the others, one case at a time, nothing beside them
-TIMINGS = ("mfu", "plain", "mechanisms", "pack", "cpu_precision")
+TIMINGS = ("mfu", "plain", "profile", "mechanisms", "pack", "cpu_precision")
 
 
 def json_argument(command: list[str]) -> Path | None:
@@ -199,6 +202,11 @@ def judge_mfu(data: dict) -> tuple[dict, str | None]:
     values = {row["rung"]: row["mfu"] for row in ladder["rungs"]}
     values |= {"batch": ladder["device_batch"], "flash": ladder["flash"], "best": ladder["best"]}
     values["vs_matmul_peak"] = {r["rung"]: r["mfu_vs_matmul_peak"] for r in ladder["rungs"]}
+    errors = {row["rung"]: row["error"] for row in ladder["rungs"] if row.get("error")}
+    if errors:
+        values["errors"] = errors
+    if ladder["best"] is None:
+        return values, "every rung failed"
     if ladder["mfu"] is None:
         return values, "no data-sheet peak known for this device: MFU not judged"
     if ladder["mfu"] < TARGETS["mfu"]:
@@ -220,8 +228,20 @@ def judge_plain(data: dict) -> tuple[dict, str | None]:
             if impl == "lengen" and speed / plain < TARGETS["plain"]:
                 missed.append(f"{pe} {speed / plain:.2f}")
     values["step_ms"] = data.get("train_step_ms", {})
+    if data.get("errors"):
+        values["errors"] = data["errors"]
+        missed += [f"{key} failed" for key in data["errors"] if key.startswith("lengen/")]
     if missed:
-        return values, f"lengen / plain < {TARGETS['plain']}: {', '.join(missed)}"
+        return values, f"lengen / plain < {TARGETS['plain']} or failed: {', '.join(missed)}"
+    return values, None
+
+
+def judge_profile(data: dict) -> tuple[dict, str | None]:
+    keys = ("host_ms", "kernels", "device_ms")
+    values = {impl: {k: data[impl].get(k) for k in keys} for impl in ("lengen", "plain")}
+    values["lengen"]["top"] = [
+        f"{row['ms_per_step']} ms {row['function']}" for row in data["lengen"]["top"][:6]
+    ]
     return values, None
 
 
@@ -261,8 +281,9 @@ def judge_cpu_precision(data: dict) -> tuple[dict, str | None]:
     return values, None
 
 
-JUDGES = {"mfu": judge_mfu, "plain": judge_plain, "mechanisms": judge_mechanisms,
-          "pack": judge_pack, "cpu_precision": judge_cpu_precision}  # fmt: skip
+JUDGES = {"mfu": judge_mfu, "plain": judge_plain, "profile": judge_profile,
+          "mechanisms": judge_mechanisms, "pack": judge_pack,
+          "cpu_precision": judge_cpu_precision}  # fmt: skip
 
 
 def judge(check: str, command: list[str], row: dict) -> dict:

@@ -10,7 +10,8 @@
 #
 # Stages, in order of what the issue needs most (scripts/device_check.py has the checks):
 #   env          the machine: GPU, driver, CPU model and its bf16 flags, versions, imports
-#   plain        lengen / the plain loop at bench.py's default size (eager, compile, CUDA graphs)
+#   plain        lengen / the plain loop at bench.py's default size (eager, compile, CUDA graphs),
+#                and a profile of both steps (host time, kernels, device time)
 #   mfu          the ~100M model's MFU ladder (baseline, +batch, +compile, +fused), bf16
 #   cpu          bf16 autocast vs fp32 on the host's CPU, 2 threads: beside mfu, on 2 cores of its
 #                own (mfu is GPU-bound at its larger batches)
@@ -102,7 +103,7 @@ stage env 60 'env_stage'
 cp "$WORK/logs/env.log" "$WORK/env.txt" 2>/dev/null
 if [ "$DRY" = 1 ]; then
     # the plumbing: what every GPU stage would run (nothing runs), and the CPU stage, tiny
-    stage plain 60 'check plain "$WORK/check"'
+    stage plain 60 'check plain,profile "$WORK/check"'
     stage mfu 60 'check mfu "$WORK/check"'
     stage cpu 120 'pin "$CPU_CORES"; "$PY" scripts/bench_precision.py --tiny --force --steps 10 \
         --threads 1 --json "$WORK/cpu/cpu_precision.json"'
@@ -110,7 +111,7 @@ if [ "$DRY" = 1 ]; then
     stage mechanisms 60 'check mechanisms "$WORK/check"'
     stage functional 60 'check bf16,flash,flex,greedy,ddp "$WORK/check"'
 else
-    stage plain 150 'pin "$GPU_CORES"; check plain "$WORK/check"'
+    stage plain 170 'pin "$GPU_CORES"; check plain,profile "$WORK/check"'
     # cpu beside mfu: its own report folder (two processes must not merge into one report)
     (stage cpu 150 'pin "$CPU_CORES"; OMP_NUM_THREADS=2 check cpu_precision "$WORK/cpu"' \
         >"$WORK/cpu_stage.txt") &

@@ -57,7 +57,7 @@ def test_an_unknown_check_is_refused_in_one_line(capsys):
     assert check.main(["--only", "bf16,fp8"]) == 2
     assert capsys.readouterr().err == (
         "error: --only must name checks of bf16, flash, flex, greedy, ddp, mfu, plain, "
-        "mechanisms, pack, cpu_precision; got 'fp8'\n"
+        "profile, mechanisms, pack, cpu_precision; got 'fp8'\n"
     )
 
 
@@ -75,7 +75,7 @@ def test_the_timings_run_last_and_alone_whatever_the_jobs(tmp_path, monkeypatch)
     lock = threading.Lock()
 
     def is_timing(command):
-        return any(part.endswith(".py") and "/bench" in part for part in command)
+        return any(part.endswith(".py") and "/scripts/" in part for part in command)
 
     def fake_case(command, timeout=None, log=None):
         with lock:
@@ -93,8 +93,8 @@ def test_the_timings_run_last_and_alone_whatever_the_jobs(tmp_path, monkeypatch)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "a test GPU")
     assert check.main(["--jobs", "4", "--out", str(tmp_path)]) == 0
     timings = [is_timing(command) for command in order]
-    assert timings == sorted(timings) and sum(timings) == 6  # ladder, 2 plain, mechanisms, …
-    assert overlapped == [False] * 6
+    assert timings == sorted(timings) and sum(timings) == 7  # ladder, 2 plain, profile, …
+    assert overlapped == [False] * 7
     report = (tmp_path / "report.md").read_text()
     assert report.index("| bf16 |") < report.index("| mfu |")  # the plan's order
 
@@ -152,7 +152,7 @@ def test_lengen_under_0_9_of_the_plain_loop_fails_whatever_the_compiled_rows_say
     speeds = {"lengen/rope": 80.0, "lengen-compile/rope": 120.0, "plain/rope": 100.0,
               "lengen/nope": 95.0, "plain/nope": 100.0}  # fmt: skip
     row = verdict("plain", {"train_tokens_per_s": speeds, "train_step_ms": {}}, tmp_path)
-    assert row["passed"] is False and row["error"] == "lengen / plain < 0.9: rope 0.80"
+    assert row["passed"] is False and row["error"] == "lengen / plain < 0.9 or failed: rope 0.80"
     assert row["values"]["lengen-compile/rope"] == 1.2 and row["values"]["lengen/nope"] == 0.95
 
 
@@ -181,3 +181,11 @@ def test_mechanisms_are_recorded_as_ratios_to_rope(tmp_path):
 def test_a_timing_whose_json_is_not_as_expected_fails(tmp_path):
     row = verdict("mfu", {"something": "else"}, tmp_path)
     assert row["passed"] is False and row["error"].startswith("timing.json: not as expected")
+
+
+def test_the_profile_is_recorded_with_lengens_costliest_functions(tmp_path):
+    top = [{"function": f"f{i}", "ms_per_step": 1.0, "calls_per_step": 1.0} for i in range(8)]
+    side = {"host_ms": 9.0, "kernels": 300.0, "device_ms": 4.0, "top": top}
+    row = verdict("profile", {"lengen": side, "plain": {**side, "host_ms": 5.0}}, tmp_path)
+    assert row["passed"] is True and row["values"]["plain"]["host_ms"] == 5.0
+    assert row["values"]["lengen"]["top"] == [f"1.0 ms f{i}" for i in range(6)]

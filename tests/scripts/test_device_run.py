@@ -62,8 +62,19 @@ def test_the_dry_run_goes_through_every_stage_and_brings_back_few_files(tmp_path
     files = sorted(p.name for p in out.iterdir())
     assert files == ["device_run.tar.gz", "report.json", "report.md", "summary.txt"]
     checks = json.loads((out / "report.json").read_text())["checks"]
-    assert set(checks) == {"plain", "mfu", "pack", "mechanisms", "cpu_precision", "bf16",
-                           "flash", "flex", "greedy", "ddp"}  # fmt: skip
+    assert set(checks) == {"plain", "profile", "mfu", "pack", "mechanisms", "cpu_precision",
+                           "bf16", "flash", "flex", "greedy", "ddp"}  # fmt: skip
     for stage in ("env", "plain", "mfu", "cpu", "pack", "mechanisms", "functional"):
         assert f"stage {stage}: exit 0" in done.stdout
     assert done.stdout.rstrip().endswith("|")  # the report's table is printed last
+
+
+def test_the_step_profile_reports_host_time_and_the_costliest_functions(tmp_path, monkeypatch):
+    profile = load_script("profile_step")
+    tiny_sizes = dict(vocab=32, d_model=16, n_layers=1, n_heads=2, d_ff=32, seq=8, batch=2)
+    monkeypatch.setattr(profile.bench, "SIZES", tiny_sizes)
+    result = profile.main(["--warmup", "1", "--steps", "2", "--json", str(tmp_path / "p.json")])
+    for impl in ("lengen", "plain"):
+        assert result[impl]["host_ms"] > 0 and len(result[impl]["top"]) == profile.TOP
+        assert result[impl]["top"][0]["ms_per_step"] >= result[impl]["top"][-1]["ms_per_step"]
+    assert "kernels" not in result["lengen"]  # no CUDA here: host time only
