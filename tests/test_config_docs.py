@@ -30,10 +30,10 @@ def test_config_md_task_options_are_generated_from_the_task_configs(gen):
 
 
 def test_a_field_takes_the_comment_of_the_nearest_class_that_comments_it(gen):
-    from lengen.schema import Options, option
+    from lengen.schema import Config, option
 
     @dataclasses.dataclass(frozen=True)
-    class Parent(Options):
+    class Parent(Config):
         #: what it is
         size: int = option(1)
         #: the parent's words
@@ -59,11 +59,11 @@ def test_a_task_option_without_a_comment_is_refused_naming_it(gen, tmp_path, mon
 
 
 @dataclasses.dataclass(frozen=True)
-class BareOptions:
+class BareConfig:
     size: int = 1
 
 
 class Bare:
     """A task whose config comments none of its options."""
 
-    Options = BareOptions
+    Options = BareConfig

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from helpers import CONFIG_DIR, compose_train, yaml_choices
 from lengen.build import build, instantiate_named, model_kind
 from lengen.config import ConfigError, eval_lengths
-from lengen.options import EvalOptions, OptimOptions, RunOptions, TrainerOptions
+from lengen.options import EvalConfig, OptimConfig, RunConfig, TrainerConfig
 from lengen.pe.base import PositionalEncoding
 from lengen.preflight import config_axes, validate
 from lengen.schema import node_options
@@ -173,7 +173,7 @@ def test_mcgill_paper_recipe_has_the_papers_table_2_settings():
 
 # -- the yamls show their config classes' defaults (lengen.schema) -----------------------------
 #: group -> the config class of its yamls, where one class serves the whole group
-GROUP_OPTIONS = {"eval": EvalOptions, "trainer": TrainerOptions}
+GROUP_OPTIONS = {"eval": EvalConfig, "trainer": TrainerConfig}
 #: the groups whose yamls are one component's config each (data: tests/data/test_options.py)
 TYPED_GROUPS = ("pe", "model", "eval", "trainer", "logger")
 
@@ -223,7 +223,7 @@ def test_yaml_shows_its_config_classes_defaults(group, name):
 
 def test_train_yaml_shows_the_run_and_optimiser_defaults():
     cfg = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "train.yaml"))
-    run = {key: plain(value) for key, value in RunOptions.defaults().items()}
-    optim = {key: plain(value) for key, value in OptimOptions.defaults().items()}
+    run = {key: plain(value) for key, value in RunConfig.defaults().items()}
+    optim = {key: plain(value) for key, value in OptimConfig.defaults().items()}
     assert {key: cfg[key] for key in run} == run
     assert cfg["optim"] == optim

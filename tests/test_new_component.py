@@ -62,17 +62,17 @@ TASK = '''
 
 import dataclasses
 
-from lengen.data.tasks.base import AlphabetOptions, AlphabetTask
+from lengen.data.tasks.base import AlphabetConfig, AlphabetTask
 
 
 @dataclasses.dataclass(frozen=True)
-class ShiftOptions(AlphabetOptions):
+class ShiftConfig(AlphabetConfig):
     data_defaults = {"len": 8}
-    n_symbols: int = AlphabetOptions.with_default("n_symbols", 8)
+    n_symbols: int = AlphabetConfig.with_default("n_symbols", 8)
 
 
 class Shift(AlphabetTask):
-    Options = ShiftOptions
+    Options = ShiftConfig
     name = "toy_shift"
     source = "tests/test_new_component.py"
     answer_format = "the n input symbols, each plus one"

@@ -14,7 +14,7 @@ from helpers import CONFIG_DIR, compose_train, fresh_python
 from lengen import preflight
 from lengen.build import build
 from lengen.checks import ConfigError
-from lengen.options import OptimOptions
+from lengen.options import OptimConfig
 from lengen.preflight import Checked, check_components, check_group_overrides, validate
 
 
@@ -165,16 +165,16 @@ def test_known_group_choices_pass():
 # -- one validation pass per config and process -----------------------------------------------
 @pytest.fixture
 def optim_checks(monkeypatch) -> list:
-    """Every OptimOptions.from_keys call from here on (validate builds it once per pass), with
+    """Every OptimConfig.from_keys call from here on (validate builds it once per pass), with
     this process's validated configs forgotten."""
     monkeypatch.setattr(preflight.values, "_CHECKED", {})
-    calls, original = [], OptimOptions.from_keys.__func__
+    calls, original = [], OptimConfig.from_keys.__func__
 
     def counted(cls, *args, **kwargs):
         calls.append(args)
         return original(cls, *args, **kwargs)
 
-    monkeypatch.setattr(OptimOptions, "from_keys", classmethod(counted))
+    monkeypatch.setattr(OptimConfig, "from_keys", classmethod(counted))
     return calls
 
 
@@ -212,12 +212,12 @@ def test_a_train_py_process_validates_its_config_once(tmp_path):
     code = (
         "import runpy, sys\n"
         "from helpers import ROOT\n"
-        "from lengen.options import OptimOptions\n"
-        "calls, original = [], OptimOptions.from_keys.__func__\n"
+        "from lengen.options import OptimConfig\n"
+        "calls, original = [], OptimConfig.from_keys.__func__\n"
         "def counted(cls, *args, **kwargs):\n"
         "    calls.append(args)\n"
         "    return original(cls, *args, **kwargs)\n"
-        "OptimOptions.from_keys = classmethod(counted)\n"
+        "OptimConfig.from_keys = classmethod(counted)\n"
         "sys.argv = ['train.py', 'debug=fast', 'data.len=4', 'eval.factors=[1]', 'logger=none',\n"
         f"            'hydra.run.dir={tmp_path / 'run'}']\n"
         "runpy.run_path(str(ROOT / 'train.py'), run_name='__main__')\n"

@@ -34,7 +34,7 @@ from lengen.checks import TrainingDiverged
 from lengen.data.source import IGNORE, DataSource, mix_seed
 from lengen.evaluation.metrics import STAT_KEYS, add_stats, loss_sum, summarise
 from lengen.evaluation.metrics import batch_stats as host_batch_stats
-from lengen.options import OptimOptions
+from lengen.options import OptimConfig
 from lengen.schema import node_options
 
 
@@ -89,7 +89,7 @@ class LitModel(pl.LightningModule):
     Args:
         model: any lengen model; called as ``model(**batch["inputs"])``.
         optim: ``lr``, ``weight_decay``, ``warmup_steps``, ``min_lr_ratio``, ``betas``: the
-            optimiser's typed config, or its keys (missing ones take ``OptimOptions``'s
+            optimiser's typed config, or its keys (missing ones take ``OptimConfig``'s
             defaults, the yaml's).
         max_steps: the horizon of the learning-rate schedule (``trainer.max_steps``).
         config: the run's resolved config, stored in checkpoints to rebuild the model.
@@ -107,7 +107,7 @@ class LitModel(pl.LightningModule):
     def __init__(
         self,
         model: torch.nn.Module,
-        optim: OptimOptions | dict,
+        optim: OptimConfig | dict,
         max_steps: int,
         config: dict | None = None,
         seed: int = 0,
@@ -117,8 +117,8 @@ class LitModel(pl.LightningModule):
     ):
         super().__init__()
         self.model = model
-        if not isinstance(optim, OptimOptions):
-            optim = OptimOptions.from_keys(node_options(dict(optim)))
+        if not isinstance(optim, OptimConfig):
+            optim = OptimConfig.from_keys(node_options(dict(optim)))
         self.optim = optim
         self.max_steps = max_steps
         self.config = config

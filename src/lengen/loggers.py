@@ -2,7 +2,7 @@
 
 The logger yamls point their ``_target_`` here; the run passes ``save_dir``. Each factory takes
 its yaml's keys as keywords and consumes them as its typed config (``factory.Options``, in
-``lengen.options``: ``LoggerOptions``, ``WandbOptions``), the class the early checks build from
+``lengen.options``: ``LoggerConfig``, ``WandbConfig``), the class the early checks build from
 the composed yaml before anything imports torch (``lengen.preflight``). A resumed run's
 CSV log continues where its checkpoint left off (``continue_csv_log``): Lightning's CSV logger
 would delete it.
@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 
 from lengen.atomic import atomic_write
-from lengen.options import WANDB_MODES, LoggerOptions, WandbOptions
+from lengen.options import WANDB_MODES, LoggerConfig, WandbConfig
 
 
 def csv(save_dir: str, **keys):
@@ -27,7 +27,7 @@ def csv(save_dir: str, **keys):
     return CSVLogger(save_dir=save_dir, name="logs", version="")
 
 
-csv.Options = LoggerOptions
+csv.Options = LoggerConfig
 
 
 def continue_csv_log(logger, step: int, last_row: dict | None = None) -> None:
@@ -73,12 +73,12 @@ def none(save_dir: str, **keys):
     return False
 
 
-none.Options = LoggerOptions
+none.Options = LoggerConfig
 
 
 def wandb(save_dir: str, **keys):
     """Weights & Biases, offline unless ``mode`` (or ``WANDB_MODE``) says otherwise; ``keys``:
-    ``project``, ``group``, ``run_name``, ``mode`` (``WandbOptions``).
+    ``project``, ``group``, ``run_name``, ``mode`` (``WandbConfig``).
 
     Everything lands in ``<run dir>/wandb/``: the run in ``offline-run-*/`` (its ``run-*.wandb``
     is what ``wandb sync <that folder>`` uploads) and wandb's cache, config and staging folders
@@ -116,7 +116,7 @@ def wandb(save_dir: str, **keys):
     return logger
 
 
-wandb.Options = WandbOptions
+wandb.Options = WandbConfig
 
 
 def wandb_paths(save_dir: str) -> dict[str, Path]:

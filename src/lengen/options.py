@@ -19,7 +19,7 @@ from typing import ClassVar
 from lengen.checks import check_heads
 from lengen.results import RATIO_THRESHOLDS
 from lengen.schema import (
-    Options,
+    Config,
     flag,
     integer,
     integer_in,
@@ -181,7 +181,7 @@ def _progress(key: str, value):
 
 # -- the config classes --------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class RunOptions(Options):
+class RunConfig(Config):
     """train.yaml's top-level keys."""
 
     prefix: ClassVar[str] = ""
@@ -192,7 +192,7 @@ class RunOptions(Options):
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelOptions(Options):
+class ModelConfig(Config):
     """A model's keys (``configs/model/<kind>.yaml``); the decoder's config, and the keys a
     user's model is checked for (``lengen.preflight.validate``)."""
 
@@ -218,18 +218,18 @@ class ModelOptions(Options):
 
 
 @dataclasses.dataclass(frozen=True)
-class DecoderOnlyOptions(ModelOptions):
+class DecoderOnlyConfig(ModelConfig):
     pass
 
 
 @dataclasses.dataclass(frozen=True)
-class EncoderOnlyOptions(ModelOptions):
+class EncoderOnlyConfig(ModelConfig):
     kind: ClassVar[str] = "encoder"
     stacks: ClassVar[tuple[bool, ...]] = (False,)
 
 
 @dataclasses.dataclass(frozen=True)
-class EncoderDecoderOptions(ModelOptions):
+class EncoderDecoderConfig(ModelConfig):
     # the encoder is bidirectional, the decoder causal
     kind: ClassVar[str] = "encoder_decoder"
     stacks: ClassVar[tuple[bool, ...]] = (False, True)
@@ -237,17 +237,17 @@ class EncoderDecoderOptions(ModelOptions):
     n_decoder_layers: int | None = option(None, integer(nullable=True))
 
 
-def model_options(target: str | None) -> type[ModelOptions] | None:
+def model_options(target: str | None) -> type[ModelConfig] | None:
     """The config class of a lengen model's ``_target_`` (``lengen.model.DecoderOnly`` or
     ``lengen.model.transformer.DecoderOnly``), found by name; None for a user's model."""
     if not isinstance(target, str) or not target.startswith("lengen.model."):
         return None
-    found = globals().get(target.rpartition(".")[2] + "Options")
-    return found if isinstance(found, type) and issubclass(found, ModelOptions) else None
+    found = globals().get(target.rpartition(".")[2] + "Config")
+    return found if isinstance(found, type) and issubclass(found, ModelConfig) else None
 
 
 @dataclasses.dataclass(frozen=True)
-class OptimOptions(Options):
+class OptimConfig(Config):
     """AdamW with linear warm-up and a cosine decay (train.yaml's ``optim``; lengen.lit)."""
 
     prefix: ClassVar[str] = "optim"
@@ -260,7 +260,7 @@ class OptimOptions(Options):
 
 
 @dataclasses.dataclass(frozen=True)
-class EvalOptions(Options):
+class EvalConfig(Config):
     """Evaluation after training (``configs/eval/default.yaml``)."""
 
     prefix: ClassVar[str] = "eval"
@@ -287,7 +287,7 @@ class EvalOptions(Options):
 
 
 @dataclasses.dataclass(frozen=True)
-class DataSeedOptions(Options):
+class DataSeedConfig(Config):
     """The data key every source takes, whatever its class (train.yaml's ``data:`` node; the
     run reads it, ``lengen.build``): the seed of the training stream. The source's own keys pass
     through to its config class."""
@@ -299,7 +299,7 @@ class DataSeedOptions(Options):
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainerOptions(Options):
+class TrainerConfig(Config):
     """The trainer keys lengen reads or checks (``configs/trainer/*.yaml``); the others are
     Lightning's, passed through (``passthrough``) and checked by Lightning."""
 
@@ -330,7 +330,7 @@ class TrainerOptions(Options):
 
 
 @dataclasses.dataclass(frozen=True)
-class LoggerOptions(Options):
+class LoggerConfig(Config):
     """A logger's keys (``configs/logger/<name>.yaml``; the factories of ``lengen.loggers``):
     none for ``csv`` and ``none``, whose config this is."""
 
@@ -338,7 +338,7 @@ class LoggerOptions(Options):
 
 
 @dataclasses.dataclass(frozen=True)
-class WandbOptions(LoggerOptions):
+class WandbConfig(LoggerConfig):
     """Weights & Biases (``configs/logger/wandb.yaml``; ``lengen.loggers.wandb``)."""
 
     project: str = option("lengen", _text())
@@ -349,11 +349,11 @@ class WandbOptions(LoggerOptions):
     mode: str | None = option(None, one_of(*WANDB_MODES, nullable=True))
 
 
-#: the factories of ``lengen.loggers`` -> their config classes (each factory's ``Options``)
-LOGGERS = {"csv": LoggerOptions, "none": LoggerOptions, "wandb": WandbOptions}
+#: the factories of ``lengen.loggers`` -> their config classes (each factory's ``Options`` slot)
+LOGGERS = {"csv": LoggerConfig, "none": LoggerConfig, "wandb": WandbConfig}
 
 
-def logger_options(target: str | None) -> type[LoggerOptions] | None:
+def logger_options(target: str | None) -> type[LoggerConfig] | None:
     """The config class of a lengen logger's ``_target_`` (``lengen.loggers.wandb``), found by
     name; None for a logger of the user's (its own constructor checks its keys)."""
     if not isinstance(target, str) or not target.startswith("lengen.loggers."):

@@ -1,9 +1,9 @@
 """Typed configs: every option of a component written once, importable without torch.
 
-A component's config is a frozen dataclass (``Options``) whose fields are its options: the
+A component's config is a frozen dataclass (``Config``) whose fields are its options: the
 field's name is the yaml key, its annotation the type, its default the one default, and its
 ``rule`` (``flag``, ``one_of``, ``integer``, ``number``) the allowed values and the message that
-refuses the others. ``Options.from_keys`` turns a yaml node (or a constructor's keywords) into
+refuses the others. ``Config.from_keys`` turns a yaml node (or a constructor's keywords) into
 the config, refusing an unknown key with the allowed ones named; checks that read several
 options, or the run, are methods of the config class. The torch module consumes the config
 (``self.cfg``); the early layer (``lengen.preflight.check_components``) builds the same config from
@@ -30,7 +30,7 @@ Rule = Callable[[str, Any], Any]
 
 
 def option(default: Any, rule: Rule | None = None) -> Any:
-    """A field of an ``Options`` class: its one default and the rule its values obey."""
+    """A field of a ``Config`` class: its one default and the rule its values obey."""
     return dataclasses.field(default=default, metadata={"rule": rule})
 
 
@@ -168,7 +168,7 @@ def node_options(node: Mapping) -> dict:
 
 # -- the config classes --------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class Options:
+class Config:
     """Base of a component's typed config; subclasses add fields with ``option``."""
 
     #: the yaml node the options live under, for messages (``pe``, ``model``, …; empty for
@@ -219,3 +219,7 @@ class Options:
     def key(cls, name: str) -> str:
         """An option's key as the user types it: ``pe.base``, or ``seed`` at the top level."""
         return f"{cls.prefix}.{name}" if cls.prefix else name
+
+
+#: the older name of ``Config`` (#50 named every config so), for components written before it
+Options = Config

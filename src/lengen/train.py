@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 from lengen.build import build, instantiate_named, position_warnings
 from lengen.checks import ConfigError, EvaluationOutOfMemory, check_batch_split
 from lengen.config import run_label
-from lengen.options import OptimOptions
+from lengen.options import OptimConfig
 from lengen.preflight import validate
 from lengen.rundir import RunDirectory, resolve_run_dir, resolved_config
 
@@ -66,7 +66,7 @@ def fit(
     directory: RunDirectory,
     resumed,
     *,
-    optim: OptimOptions,
+    optim: OptimConfig,
     lengths: list[int] | None = None,
 ):
     """Train (or continue training) and save the last checkpoint -> (trainer, lit, logger,
@@ -171,7 +171,7 @@ def training_record(trainer, resumed, notes: list[str]) -> dict:
     }
 
 
-def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed, *, optim: OptimOptions):
+def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed, *, optim: OptimConfig):
     """The Lightning trainer, module and logger of a run -> (trainer, lit, logger); ``optim``
     is the optimiser's typed config as ``validate`` checked it."""
     from lengen.lit import CriterionStop, LitModel, quiet_known_noise

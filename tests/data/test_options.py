@@ -2,7 +2,7 @@
 
 Glob-driven over configs/data/*.yaml: the data node (without ``_target_``, ``name`` and a task's
 ``task:`` node) holds exactly the fields of its source's config class (``<source>.Options``:
-``TaskDataOptions``, ``TextDataOptions``) at their defaults, and a task's ``task:`` node holds
+``TaskDataConfig``, ``TextDataConfig``) at their defaults, and a task's ``task:`` node holds
 exactly the fields of its task's config class (``<Task>.Options``) at theirs.
 
 "The default" is the one a source or task built without that option takes, so a yaml and a
@@ -11,7 +11,7 @@ direct construction agree; a yaml is read as a run without ``LENGEN_CACHE_DIR`` 
 says so: a task whose yaml differs in an option has a config class of its own with that
 default (``Duplicate``'s binary alphabet, ``AdditionReversed``), and ``TaskData`` takes
 ``min_len`` from the task's shortest instance and the other lengths from the task's config
-(``TaskOptions.data_defaults``: grids train at sides of 8).
+(``TaskConfig.data_defaults``: grids train at sides of 8).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
 from helpers import CONFIG_DIR, task_data, yaml_choices
-from lengen.data.task_data import TaskData, TaskDataOptions
+from lengen.data.task_data import TaskData, TaskDataConfig
 from lengen.data.tasks import ModularArithmetic
-from lengen.data.text import TextDataOptions
+from lengen.data.text import TextDataConfig
 
 #: keys of a data node that are not its source's options: Hydra's target, the choice's name, a
 #: task's own node, and ``num_workers``, the DataModule's (lengen.lit; never passed to a source)
@@ -123,7 +123,7 @@ def test_unknown_keys_are_refused_with_the_allowed_ones_named():
 
 def test_task_data_refuses_a_bad_value_with_its_configs_message():
     with pytest.raises(ValueError, match=r"^data\.batch_size must be a positive integer, got 0$"):
-        TaskDataOptions.from_keys({"batch_size": 0})
+        TaskDataConfig.from_keys({"batch_size": 0})
     with pytest.raises(ValueError, match=r"^data\.batch_size must be a positive integer, got 0$"):
         task_data("copy", batch_size=0)
 
@@ -131,9 +131,9 @@ def test_task_data_refuses_a_bad_value_with_its_configs_message():
 def test_text_data_refuses_a_bad_value_with_its_configs_message():
     message = r"^data\.validation_fraction must be a number in \(0, 0\.5\], got 0\.9$"
     with pytest.raises(ValueError, match=message):
-        TextDataOptions.from_keys({"validation_fraction": 0.9})
+        TextDataConfig.from_keys({"validation_fraction": 0.9})
     with pytest.raises(ValueError, match=r"^data\.files\.train: give exactly one source"):
-        TextDataOptions.from_keys({}).check()
+        TextDataConfig.from_keys({}).check()
 
 
 def test_data_configs_and_their_refusals_import_no_torch():
@@ -142,7 +142,7 @@ def test_data_configs_and_their_refusals_import_no_torch():
         "from lengen.lazy import is_loaded\n"
         "tasks.Copy(n_symbols=8)\n"
         "data.TaskData(task=tasks.Passkey())\n"
-        "lengen.data.text.TextDataOptions.from_keys({'tokenizer': 'char'})\n"
+        "lengen.data.text.TextDataConfig.from_keys({'tokenizer': 'char'})\n"
         "try:\n"
         "    tasks.Addition(base=40)\n"
         "except ValueError as error:\n"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from lengen.lazy import torch
 
-#: ``data.curriculum``'s choices (checked by ``lengen.data.task_data.TaskDataOptions``)
+#: ``data.curriculum``'s choices (checked by ``lengen.data.task_data.TaskDataConfig``)
 CURRICULA = ("uniform", "fixed", "regular_increase", "reverse_exponential")
 
 

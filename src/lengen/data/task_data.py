@@ -33,7 +33,7 @@ from lengen.data.layout import (
 from lengen.data.source import IGNORE, mix_seed
 from lengen.data.tasks import Task
 from lengen.lazy import torch
-from lengen.schema import Options, integer, one_of, option
+from lengen.schema import Config, integer, one_of, option
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -46,7 +46,7 @@ __all__ = [
     "SEP",
     "SLOT",
     "TaskData",
-    "TaskDataOptions",
+    "TaskDataConfig",
     "format_batch",
     "held_out",
     "max_position",
@@ -91,12 +91,12 @@ def _curriculum_tau(key: str, value):
 
 
 @dataclasses.dataclass(frozen=True)
-class TaskDataOptions(Options):
+class TaskDataConfig(Config):
     """The options of a task's data node (``configs/data/<task>.yaml`` besides ``task:``),
     each with its one default and rule; ``check`` makes the checks that read the task or the
     run. A task's yaml may show other training lengths than these defaults: ``min_len``
     defaults to the task's shortest instance, and the task's config says where it differs
-    further (``TaskOptions.data_defaults``; ``defaults_for``)."""
+    further (``TaskConfig.data_defaults``; ``defaults_for``)."""
 
     prefix: ClassVar[str] = "data"
 
@@ -123,7 +123,7 @@ class TaskDataOptions(Options):
         }
 
     @classmethod
-    def for_task(cls, task: Task, keys: Mapping) -> TaskDataOptions:
+    def for_task(cls, task: Task, keys: Mapping) -> TaskDataConfig:
         """The config from a data node's keys, the missing ones from ``defaults_for(task)``."""
         return cls.from_keys({**cls.defaults_for(task), **keys}, owner="TaskData")
 
@@ -149,7 +149,7 @@ class TaskDataOptions(Options):
 class TaskData:
     """Training, validation and evaluation batches of one task for one model kind.
 
-    Built from the run's keywords and the data node's options (``TaskDataOptions``: ``len``,
+    Built from the run's keywords and the data node's options (``TaskDataConfig``: ``len``,
     ``min_len``, ``curriculum``, ``curriculum_tau``, ``batch_size``, ``val_samples``), checked
     into ``self.cfg``; options left out take the task's defaults (``defaults_for``).
 
@@ -162,7 +162,7 @@ class TaskData:
         options: the data node's options, as keywords.
     """
 
-    Options = TaskDataOptions
+    Options = TaskDataConfig
 
     cheap_to_build = True
     evaluation_kind = "tasks"  # lengen.evaluation.tasks scores it
@@ -195,7 +195,7 @@ class TaskData:
                 f"has positions on {task.axes} axes (a grid task, answers read bidirectionally)"
             )
             raise ValueError(f"model={model_kind}: task {task.name} {reason}; allowed: {allowed}")
-        #: the options, checked (``TaskDataOptions``)
+        #: the options, checked (``TaskDataConfig``)
         self.cfg = self.Options.for_task(task, options)
         self.cfg.check(task, max_steps)
         self.task = task

@@ -33,11 +33,11 @@ from lengen.data.text_prep import (
     file_builder,
     settings_key,
 )
-from lengen.schema import Options, integer, number, option
+from lengen.schema import Config, integer, number, option
 
 #: keys of a text data node that are not TextData's options: lengen's ``name`` and the
 #: DataModule's ``num_workers`` (``lengen.build.OWN_KEYS``: never passed to TextData) and
-#: the run's ``seed`` (``lengen.options.DataSeedOptions``: passed as the ``seed`` keyword)
+#: the run's ``seed`` (``lengen.options.DataSeedConfig``: passed as the ``seed`` keyword)
 NOT_OPTIONS = ("name", "num_workers", "seed")
 
 
@@ -82,7 +82,7 @@ def _tokenizer(key: str, value):
 
 
 @dataclasses.dataclass(frozen=True)
-class TextDataOptions(Options):
+class TextDataConfig(Config):
     """The options of ``configs/data/text.yaml`` (``data.<key>``), each with its one default
     and rule; ``check`` makes the checks that read several options, ``check_files`` those
     that read the files named (before a run starts: ``TextData.validate_config``)."""
@@ -114,7 +114,7 @@ class TextDataOptions(Options):
     val_samples: int = option(64, integer())
 
     @classmethod
-    def from_node(cls, node: Mapping) -> TextDataOptions:
+    def from_node(cls, node: Mapping) -> TextDataConfig:
         """The config from a composed ``data`` node (its keys that are options)."""
         keys = {
             key: value
@@ -167,7 +167,7 @@ class TextData:
     """Token streams of a text corpus, served as windows for a causal language model.
 
     Built from the run's keywords and the options of ``configs/data/text.yaml``
-    (``TextDataOptions``), checked into ``self.cfg``:
+    (``TextDataConfig``), checked into ``self.cfg``:
 
         len: training window in tokens (``data.len``).
         dataset, dataset_config, validation_split: a hub dataset or local dataset directory,
@@ -188,7 +188,7 @@ class TextData:
         options: the options above, as keywords.
     """
 
-    Options = TextDataOptions
+    Options = TextDataConfig
 
     def __init__(
         self,
@@ -200,7 +200,7 @@ class TextData:
         **options,
     ) -> None:
         check_model_kind(model_kind)
-        #: the options, checked (``TextDataOptions``)
+        #: the options, checked (``TextDataConfig``)
         self.cfg = cfg = self.Options.from_keys(options, owner="TextData")
         cfg.check()
         self.train_len = cfg.len
@@ -252,7 +252,7 @@ class TextData:
     ):
         import numpy as np
 
-        if dataset is None:  # one source: TextDataOptions.check
+        if dataset is None:  # one source: TextDataConfig.check
             splits, source, load_rows = text_corpus.file_source(
                 train_files, validation_files, text_field, self.cache_dir
             )
@@ -319,7 +319,7 @@ class TextData:
 
     @classmethod
     def validate_config(cls, cfg) -> None:
-        """The data node's options (``TextDataOptions``: each value, the source, the files
+        """The data node's options (``TextDataConfig``: each value, the source, the files
         named) and the text evaluation's keys; ConfigError naming the key."""
         from omegaconf import OmegaConf
 

@@ -13,7 +13,7 @@ every setting that changes the tokens, so a second run with the same data starts
 
 Heavy libraries (numpy, datasets, tokenizers) are imported inside functions: importing this
 module is cheap, so a run's text keys are checked before anything (``TextData.validate_config``:
-the options in ``lengen.data.text.TextDataOptions``, the evaluation's in :func:`check_text_eval`).
+the options in ``lengen.data.text.TextDataConfig``, the evaluation's in :func:`check_text_eval`).
 """
 
 from __future__ import annotations
@@ -383,7 +383,7 @@ def encode_stream(tokenizer, rows: list[str], *, with_bytes: bool, desc: str, pr
 # -- the text evaluation's keys (checked by TextData.validate_config, before heavy imports) ----
 def check_text_eval(cfg) -> None:
     """Check text evaluation's keys against the run's evaluation lengths (``eval.stride``,
-    ``eval.max_tokens``); each value on its own is ``lengen.options.EvalOptions``'s, checked
+    ``eval.max_tokens``); each value on its own is ``lengen.options.EvalConfig``'s, checked
     before this. ValueError naming the key."""
     from lengen.checks import positive_int
     from lengen.config import eval_lengths

@@ -1,7 +1,7 @@
 """Transformer models: decoder-only, encoder-only and encoder–decoder.
 
 The classes load on first use (PEP 562): ``import lengen.model`` imports no torch. Their
-typed configs are ``lengen.options``'s ``<Class>Options``.
+typed configs are ``lengen.options``'s ``<Class>Config``.
 """
 
 from __future__ import annotations

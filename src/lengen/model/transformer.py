@@ -160,7 +160,7 @@ class _Transformer(nn.Module):
     """Shared sizes, embedding, output head and initialisation; subclasses build the stacks."""
 
     #: the typed config (lengen.options): options, defaults, checks, and the model's kind
-    Options = options.ModelOptions
+    Options = options.ModelConfig
     kind = Options.kind
 
     def __init_subclass__(cls, **kwargs) -> None:
@@ -229,7 +229,7 @@ class _Transformer(nn.Module):
 class DecoderOnly(_Transformer):
     """Causal language model over the whole sequence."""
 
-    Options = options.DecoderOnlyOptions
+    Options = options.DecoderOnlyConfig
     causal = True
 
     def build_stacks(self, pe: PEFactory, sizes: dict) -> None:
@@ -256,7 +256,7 @@ class DecoderOnly(_Transformer):
 class EncoderOnly(DecoderOnly):
     """Bidirectional encoder; answers are read from answer slots (Chomsky-hierarchy style)."""
 
-    Options = options.EncoderOnlyOptions
+    Options = options.EncoderOnlyConfig
     causal = False
 
 
@@ -268,7 +268,7 @@ class EncoderDecoder(_Transformer):
     ``MultiHeadAttention``). Source and target share the token embedding and vocabulary.
     """
 
-    Options = options.EncoderDecoderOptions
+    Options = options.EncoderDecoderConfig
 
     def build_stacks(self, pe: PEFactory, sizes: dict) -> None:
         self.encoder = Stack(pe, causal=False, **sizes)

@@ -26,18 +26,18 @@ from lengen.checks import check_batch_split, positive_int
 from lengen.config import eval_lengths
 from lengen.errors import ConfigError
 from lengen.options import (
-    DataSeedOptions,
-    EvalOptions,
-    ModelOptions,
-    OptimOptions,
-    RunOptions,
-    TrainerOptions,
+    DataSeedConfig,
+    EvalConfig,
+    ModelConfig,
+    OptimConfig,
+    RunConfig,
+    TrainerConfig,
     logger_options,
     model_options,
 )
 from lengen.preflight.command import group_choices
 from lengen.rundir import resolved_config
-from lengen.schema import Options, node_options
+from lengen.schema import Config, node_options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,11 +45,11 @@ class Checked:
     """The run's typed configs (``lengen.options``) of a config ``validate`` passed. ``model``
     is the model's config class, or for a user's model the keys every model has."""
 
-    run: RunOptions
-    model: ModelOptions
-    optim: OptimOptions
-    eval: EvalOptions
-    trainer: TrainerOptions
+    run: RunConfig
+    model: ModelConfig
+    optim: OptimConfig
+    eval: EvalConfig
+    trainer: TrainerConfig
 
 
 #: resolved config (json, as config.yaml holds it) -> what ``validate`` built of it, in this
@@ -123,10 +123,10 @@ def _content(cfg: DictConfig) -> str | None:
 
 def _validate(cfg: DictConfig) -> Checked:
     top = {key: cfg.get(key) for key in ("seed", "resume", "init_from")}
-    run = checked(RunOptions, OmegaConf.create(top))
+    run = checked(RunConfig, OmegaConf.create(top))
     _checked(positive_int, "data.len", cfg.data.get("len"))
-    checked(DataSeedOptions, cfg.data)
-    trainer = checked(TrainerOptions, cfg.trainer)
+    checked(DataSeedConfig, cfg.data)
+    trainer = checked(TrainerConfig, cfg.trainer)
     if "num_workers" in cfg.data:
         _checked(positive_int, "data.num_workers", cfg.data.num_workers, 0)
     world = processes(cfg.trainer)  # None: Lightning decides; train checks it then
@@ -136,14 +136,14 @@ def _validate(cfg: DictConfig) -> Checked:
     options = model_options(cfg.model.get("_target_"))
     if options is None:  # a user's model: the keys every model has (its own: its constructor)
         node = OmegaConf.masked_copy(
-            cfg.model, [k for k in ModelOptions.option_names() if k in cfg.model]
+            cfg.model, [k for k in ModelConfig.option_names() if k in cfg.model]
         )
-        model = _checked(ModelOptions.from_keys, node_options(OmegaConf.to_container(node)))
+        model = _checked(ModelConfig.from_keys, node_options(OmegaConf.to_container(node)))
     else:
         model = checked(options, cfg.model)
     _checked(model.check)
-    optim = checked(OptimOptions, cfg.optim)
-    evaluation = checked(EvalOptions, cfg.eval)
+    optim = checked(OptimConfig, cfg.optim)
+    evaluation = checked(EvalConfig, cfg.eval)
     # the logger's keys (a logger of the user's: its own constructor checks them)
     logger = logger_options(cfg.logger.get("_target_")) if "logger" in cfg else None
     if logger is not None:
@@ -157,7 +157,7 @@ def _validate(cfg: DictConfig) -> Checked:
     return Checked(run=run, model=model, optim=optim, eval=evaluation, trainer=trainer)
 
 
-def checked(options: type[Options], node) -> Options:
+def checked(options: type[Config], node) -> Config:
     """A component's typed config from its yaml node, checked (ConfigError naming the key)."""
     keys = node_options(OmegaConf.to_container(node, resolve=True) if node is not None else {})
     return _checked(

@@ -2,7 +2,7 @@
 
 One module per family; every task is importable from here, as the yamls' ``_target_`` name it
 (``lengen.data.tasks.<Class>``). Each task's typed config (its options, their defaults and
-rules: ``<Task>.Options``, a ``TaskOptions``) sits beside it in its module; none of this
+rules: ``<Task>.Options``, a ``TaskConfig``) sits beside it in its module; none of this
 imports torch.
 """
 
@@ -15,7 +15,7 @@ from lengen.data.tasks.arithmetic import (
     Counting,
     ModularArithmetic,
 )
-from lengen.data.tasks.base import AlphabetOptions, AlphabetTask, Task, TaskOptions
+from lengen.data.tasks.base import AlphabetConfig, AlphabetTask, Task, TaskConfig
 from lengen.data.tasks.formal import (
     BucketSort,
     CycleNavigation,
@@ -36,7 +36,7 @@ __all__ = [
     "A5Composition",
     "Addition",
     "AdditionReversed",
-    "AlphabetOptions",
+    "AlphabetConfig",
     "AlphabetTask",
     "AssociativeRecall",
     "BinaryAddition",
@@ -67,7 +67,7 @@ __all__ = [
     "Sort",
     "StackManipulation",
     "Task",
-    "TaskOptions",
+    "TaskConfig",
     "VariableTracking",
     "VolumeLocate",
 ]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from lengen.data.layout import sequence_positions
 from lengen.data.tasks.base import (
     Task,
-    TaskOptions,
+    TaskConfig,
     gather_shifted,
     normalise_digits,
     significant_length,
@@ -50,7 +50,7 @@ POSITION_MODEL_KINDS = ("decoder", "encoder")
 
 
 @dataclasses.dataclass(frozen=True)
-class AdditionOptions(TaskOptions):
+class AdditionConfig(TaskConfig):
     #: digits per position (2 … 36: one symbol each, 0-9 then a-z)
     base: int = option(10, integer_in(2, 36))
     #: least significant digit first, inputs and answer (addition_reversed.yaml)
@@ -60,7 +60,7 @@ class AdditionOptions(TaskOptions):
 
 
 @dataclasses.dataclass(frozen=True)
-class AdditionReversedOptions(AdditionOptions):
+class AdditionReversedConfig(AdditionConfig):
     """``configs/data/addition_reversed.yaml``: the same task, digits least significant first."""
 
     reversed: bool = option(True, truth_value)
@@ -77,7 +77,7 @@ class Addition(Task):
     Transformers"; Zhou et al. 2024). n = 1 and n = 2 are ``+`` and ``d +`` (an empty operand
     is 0).
 
-    Options (``AdditionOptions``): ``base``, digits per position (``data.task.base``,
+    Options (``AdditionConfig``): ``base``, digits per position (``data.task.base``,
     2 … 36); ``reversed``, least significant digit first, inputs and answer; ``positions``,
     the position of each token the model reads (``inputs["positions"]``, shared by the batch):
 
@@ -105,7 +105,7 @@ class Addition(Task):
     collator passes no position IDs either).
     """
 
-    Options = AdditionOptions
+    Options = AdditionConfig
     name = "addition"
     source = "Kazemnejad et al. 2023 (NeurIPS); reversed: Lee et al. 2023 (arXiv:2307.03381)"
     answer_format = "the sum, w1 + 1 digits (fixed width)"
@@ -217,7 +217,7 @@ class AdditionReversed(Addition):
     ``configs/data/addition_reversed.yaml`` shows its class's defaults.
     """
 
-    Options = AdditionReversedOptions
+    Options = AdditionReversedConfig
 
 
 class _BinaryOperation(Task):
@@ -294,7 +294,7 @@ class BinaryMultiplication(_BinaryOperation):
 
 
 @dataclasses.dataclass(frozen=True)
-class ModulusOptions(TaskOptions):
+class ModulusConfig(TaskConfig):
     #: at most 10, so every residue is one symbol (the paper: 5)
     modulus: int = option(5, integer_in(2, 10))
 
@@ -304,11 +304,11 @@ class ModularArithmetic(Task):
     precedence: ``1 + 2 * 3 - 4`` -> ``3`` (mod 5). An even length ends with one blank ``_``
     (the reference shortens even lengths by one instead).
 
-    Options (``ModulusOptions``): ``modulus``, at most 10 so every residue is one symbol (the
+    Options (``ModulusConfig``): ``modulus``, at most 10 so every residue is one symbol (the
     paper: 5).
     """
 
-    Options = ModulusOptions
+    Options = ModulusConfig
     name = "modular_arithmetic"
     source = CHOMSKY + " (modular arithmetic, regular)"
     answer_format = "1 symbol: the value modulo the modulus"

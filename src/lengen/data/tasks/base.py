@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from lengen.data.layout import format_batch, format_tagged, tagged_tokens, tokens
 from lengen.lazy import torch
-from lengen.schema import Options, integer, option
+from lengen.schema import Config, integer, option
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -26,13 +26,13 @@ if TYPE_CHECKING:
 
 # -- the typed config of a task --------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class TaskOptions(Options):
+class TaskConfig(Config):
     """A task's typed config: its fields are the keys of the ``task:`` node of its yaml
     (``data.task.<key>``), each with its one default and its rule (``lengen.schema``). The
     base has none (parity, counting, … take no options).
 
     ``data_defaults``: what the task's yaml shows for the data node's keys where it differs
-    from ``TaskData``'s defaults (``lengen.data.task_data.TaskDataOptions``): its training
+    from ``TaskData``'s defaults (``lengen.data.task_data.TaskDataConfig``): its training
     lengths, where the task's shortest instance or its grid makes 16 and 1 wrong. ``TaskData``
     built without those keys takes them from here, so the yaml and the class agree
     (``tests/data/test_options.py`` compares them).
@@ -43,7 +43,7 @@ class TaskOptions(Options):
 
 
 @dataclasses.dataclass(frozen=True)
-class AlphabetOptions(TaskOptions):
+class AlphabetConfig(TaskConfig):
     #: letters of the alphabet
     n_symbols: int = option(16, integer(minimum=2))
 
@@ -60,9 +60,9 @@ class Task:
     """
 
     #: the config class: the task's options, their defaults and rules
-    Options: ClassVar[type[TaskOptions]] = TaskOptions
+    Options: ClassVar[type[TaskConfig]] = TaskConfig
     #: the checked options (this default serves tasks whose own ``__init__`` takes no options)
-    cfg: TaskOptions = TaskOptions()
+    cfg: TaskConfig = TaskConfig()
 
     name = "task"
     #: Paper the task and its format follow.
@@ -160,11 +160,11 @@ class Task:
 class AlphabetTask(Task):
     """A task on strings over ``n_symbols`` letters named 0, 1, …; answers use the same letters.
 
-    Options (``AlphabetOptions``): ``n_symbols``, the alphabet size (``data.task.n_symbols``,
+    Options (``AlphabetConfig``): ``n_symbols``, the alphabet size (``data.task.n_symbols``,
     at least 2).
     """
 
-    Options = AlphabetOptions
+    Options = AlphabetConfig
 
     def __init__(self, **options) -> None:
         super().__init__(**options)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from lengen.data.tasks.arithmetic import ModulusOptions
-from lengen.data.tasks.base import AlphabetOptions, Task, TaskOptions, uniform_ints
+from lengen.data.tasks.arithmetic import ModulusConfig
+from lengen.data.tasks.base import AlphabetConfig, Task, TaskConfig, uniform_ints
 from lengen.data.tasks.strings import CHOMSKY, Sort
 from lengen.lazy import torch
 from lengen.schema import integer, option
@@ -64,7 +64,7 @@ class EvenPairs(_BinaryVerdict):
 
 
 @dataclasses.dataclass(frozen=True)
-class CycleNavigationOptions(TaskOptions):
+class CycleNavigationConfig(TaskConfig):
     #: number of states (the paper: 5)
     cycle_length: int = option(5, integer(minimum=2))
 
@@ -74,11 +74,11 @@ class CycleNavigation(Task):
     left, stays or moves one step right; answer the final state.
     ``right right left stay right`` -> ``2`` (cycle of 5).
 
-    Options (``CycleNavigationOptions``): ``cycle_length``, the number of states
+    Options (``CycleNavigationConfig``): ``cycle_length``, the number of states
     (``data.task.cycle_length``, the paper: 5).
     """
 
-    Options = CycleNavigationOptions
+    Options = CycleNavigationConfig
     name = "cycle_navigation"
     source = CHOMSKY + " (cycle navigation, regular)"
     answer_format = "1 symbol: the final state"
@@ -109,11 +109,11 @@ class ModularArithmeticBrackets(Task):
     Generation expands all instances' trees one level per step (a loop over tree depth, not over
     instances). Binary minus negates its whole right operand, unary minus one digit.
 
-    Options (``ModulusOptions``): ``modulus``, at most 10 so every residue is one symbol (the
+    Options (``ModulusConfig``): ``modulus``, at most 10 so every residue is one symbol (the
     paper: 5).
     """
 
-    Options = ModulusOptions
+    Options = ModulusConfig
     name = "modular_arithmetic_brackets"
     source = CHOMSKY + " (modular arithmetic with brackets, DCF)"
     answer_format = "1 symbol: the value of the expression modulo the modulus"
@@ -250,13 +250,13 @@ class StackManipulation(Task):
 
 
 @dataclasses.dataclass(frozen=True)
-class BucketSortOptions(AlphabetOptions):
-    n_symbols: int = AlphabetOptions.with_default("n_symbols", 5)
+class BucketSortConfig(AlphabetConfig):
+    n_symbols: int = AlphabetConfig.with_default("n_symbols", 5)
 
 
 class BucketSort(Sort):
     """Sort a string over 5 symbols: ``1 0 2 0 4 1 1 2`` -> ``0 0 1 1 1 2 2 4``."""
 
-    Options = BucketSortOptions
+    Options = BucketSortConfig
     name = "bucket_sort"
     source = CHOMSKY + " (bucket sort, CS)"

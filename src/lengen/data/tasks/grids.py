@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 from lengen.data.layout import format_grid, grid_coordinates
 from lengen.data.tasks.base import (
-    AlphabetOptions,
+    AlphabetConfig,
     Task,
-    TaskOptions,
+    TaskConfig,
     uniform_ints,
 )
 from lengen.lazy import torch
@@ -86,9 +86,9 @@ GRID_DATA = {"len": 8}
 
 
 @dataclasses.dataclass(frozen=True)
-class GridTransposeOptions(AlphabetOptions):
+class GridTransposeConfig(AlphabetConfig):
     data_defaults = GRID_DATA
-    n_symbols: int = AlphabetOptions.with_default("n_symbols", 8)
+    n_symbols: int = AlphabetConfig.with_default("n_symbols", 8)
 
 
 class GridTranspose(GridTask):
@@ -96,11 +96,11 @@ class GridTranspose(GridTask):
 
     Dense prediction: every cell is scored, and exact match asks for the whole grid.
 
-    Options (``GridTransposeOptions``): ``n_symbols``, the alphabet of the cells
+    Options (``GridTransposeConfig``): ``n_symbols``, the alphabet of the cells
     (``data.task.n_symbols``, at least 2).
     """
 
-    Options = GridTransposeOptions
+    Options = GridTransposeConfig
     name = "grid_transpose"
     source = "lengen (issue 15): the 2-D analogue of reverse, a permutation of the cells"
     answer_format = "the grid transposed: at cell (i, j) the input symbol of cell (j, i)"
@@ -122,14 +122,14 @@ class GridTranspose(GridTask):
 
 
 @dataclasses.dataclass(frozen=True)
-class LocateOptions(TaskOptions):
+class LocateConfig(TaskConfig):
     data_defaults = GRID_DATA
     #: background symbols (distractors); the mark is one more
     n_symbols: int = option(4, integer())
 
 
 @dataclasses.dataclass(frozen=True)
-class VolumeLocateOptions(LocateOptions):
+class VolumeLocateConfig(LocateConfig):
     data_defaults = {"len": 4}  # a side of 4: 64 cells, as a grid's 8
 
 
@@ -137,11 +137,11 @@ class LocateTask(GridTask):
     """A grid of random background symbols with exactly one MARK cell; the answer at every
     cell says which of its coordinates it shares with the mark (a bitmask over the axes).
 
-    Options (``LocateOptions``): ``n_symbols``, the background symbols
+    Options (``LocateConfig``): ``n_symbols``, the background symbols
     (``data.task.n_symbols``, at least 1).
     """
 
-    Options = LocateOptions
+    Options = LocateConfig
     answer_format = "per cell: which coordinates it shares with the mark (bitmask over the axes)"
 
     def __init__(self, **options) -> None:
@@ -189,7 +189,7 @@ class VolumeLocate(LocateTask):
     """Locate the one marked cell of an L×L×L volume: the answer at every cell is which of its
     3 coordinates (depth, row, column) it shares with the mark, a bitmask of 8 symbols."""
 
-    Options = VolumeLocateOptions
+    Options = VolumeLocateConfig
     name = "volume_locate"
     source = "lengen (issue 15): grid_locate on 3 axes"
     axes = 3
@@ -243,7 +243,7 @@ def bounding_boxes(images: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
 
 
 @dataclasses.dataclass(frozen=True)
-class ShapesOptions(TaskOptions):
+class ShapesConfig(TaskConfig):
     #: shapes.yaml trains on sides from 8 pixels, not from the shortest instance (4 at P = 2)
     data_defaults = {"min_len": 8}
     #: side of a patch in pixels: 2^(P²) patch symbols
@@ -269,11 +269,11 @@ class Shapes(GridTask):
     carry no pixel noise: a noisy image's class would be a property of how it was drawn, not of
     the image.
 
-    Options (``ShapesOptions``): ``patch``, the side of a patch in pixels (``data.task.patch``,
+    Options (``ShapesConfig``): ``patch``, the side of a patch in pixels (``data.task.patch``,
     1 to 3; ``data.len`` must be a multiple of it).
     """
 
-    Options = ShapesOptions
+    Options = ShapesConfig
     name = "shapes"
     source = "lengen (issue 15): ViT-style classification of a procedurally drawn shape"
     answer_format = "the shape's class (1 symbol, read at the readout slot)"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from lengen.data.tasks.base import Task, TaskOptions, uniform_ints
+from lengen.data.tasks.base import Task, TaskConfig, uniform_ints
 from lengen.lazy import torch
 from lengen.schema import integer, option
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(frozen=True)
-class IndirectIndexingOptions(TaskOptions):
+class IndirectIndexingConfig(TaskConfig):
     #: list alphabet
     n_symbols: int = option(16, integer(minimum=2))
     #: largest |offset|: offsets are −max_offset … −1, +1 … +max_offset
@@ -42,11 +42,11 @@ class IndirectIndexing(Task):
     unique, and content alone finds it). ``depth`` = the target's position / (n − 3): where
     the answer sits, 0 at the start of the list, 1 at its end.
 
-    Options (``IndirectIndexingOptions``): ``n_symbols`` (list alphabet, at least 2),
+    Options (``IndirectIndexingConfig``): ``n_symbols`` (list alphabet, at least 2),
     ``max_offset`` (largest |offset|); lengths start at 4 (a list of 2).
     """
 
-    Options = IndirectIndexingOptions
+    Options = IndirectIndexingConfig
     name = "indirect_indexing"
     source = (
         "Gopalakrishnan et al. 2025, PoPE (arXiv 2509.10534), indirect indexing; "

@@ -7,7 +7,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING
 
-from lengen.data.tasks.base import Task, TaskOptions
+from lengen.data.tasks.base import Task, TaskConfig
 from lengen.lazy import torch
 from lengen.schema import flag, integer, interval, option
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(frozen=True)
-class MQAROptions(TaskOptions):
+class MQARConfig(TaskConfig):
     #: symbols: 0 the blank, keys 1 … vocab_size/2 − 1, values vocab_size/2 … vocab_size − 1
     #: (Zoology: 8192; scaled down, as long as the longest length has enough distinct keys)
     vocab_size: int = option(256, integer(minimum=4))
@@ -46,14 +46,14 @@ class MQAR(Task):
     fill never draws one of the instance's own keys (Zoology's may, unscored), so every
     occurrence of a key after the pairs is a query and the answers are a function of the input.
 
-    Options (``MQAROptions``): ``vocab_size``, ``kv_fraction``, ``power_a``,
+    Options (``MQARConfig``): ``vocab_size``, ``kv_fraction``, ``power_a``,
     ``random_non_queries`` (``data.task.<key>``).
 
     Arora, Eyuboglu et al. 2024 (ICLR), "Zoology: Measuring and Improving Recall in
     Efficient Language Models", arXiv 2312.04927.
     """
 
-    Options = MQAROptions
+    Options = MQARConfig
     name = "mqar"
     source = (
         "Arora, Eyuboglu et al. 2024 (ICLR), Zoology: Measuring and Improving Recall in "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from lengen.data.tasks.base import Task, TaskOptions, gather_shifted, uniform_ints
+from lengen.data.tasks.base import Task, TaskConfig, gather_shifted, uniform_ints
 from lengen.lazy import torch
 from lengen.schema import integer, option
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(frozen=True)
-class AssociativeRecallOptions(TaskOptions):
+class AssociativeRecallConfig(TaskConfig):
     #: key alphabet
     n_keys: int = option(26, integer())
     #: value alphabet
@@ -32,14 +32,14 @@ class AssociativeRecall(Task):
     Length n holds ⌊(n−1)/2⌋ pairs, a blank ``_`` when n is even, and the query (n >= 3). Keys
     and values are uniform; the query is the key of a uniformly chosen pair.
 
-    Options (``AssociativeRecallOptions``): ``n_keys``, the key alphabet
+    Options (``AssociativeRecallConfig``): ``n_keys``, the key alphabet
     (``data.task.n_keys``); ``n_values``, the value alphabet (``data.task.n_values``).
 
     Ba et al. 2016, "Using Fast Weights to Attend to the Recent Past"; Arora et al. 2024,
     "Zoology" (multi-query associative recall).
     """
 
-    Options = AssociativeRecallOptions
+    Options = AssociativeRecallConfig
     name = "associative_recall"
     source = "Ba et al. 2016 (NeurIPS), Using Fast Weights to Attend to the Recent Past"
     min_length = 3
@@ -82,7 +82,7 @@ class AssociativeRecall(Task):
 
 
 @dataclasses.dataclass(frozen=True)
-class PasskeyOptions(TaskOptions):
+class PasskeyConfig(TaskConfig):
     #: length of the key; lengths start at digits + 1
     digits: int = option(5, integer())
 
@@ -96,11 +96,11 @@ class Passkey(Task):
     0 … n − digits − 1. ``depth`` = that position / (n − digits − 1): 0 at the start, 1 at the
     end. Mohtashami & Jaggi 2023, "Landmark Attention" (their key: a number up to 50000).
 
-    Options (``PasskeyOptions``): ``digits``, the length of the key (``data.task.digits``);
+    Options (``PasskeyConfig``): ``digits``, the length of the key (``data.task.digits``);
     lengths start at digits + 1.
     """
 
-    Options = PasskeyOptions
+    Options = PasskeyConfig
     name = "passkey"
     source = "Mohtashami & Jaggi 2023, Landmark Attention (NeurIPS)"
     answer_format = "the key's digits"

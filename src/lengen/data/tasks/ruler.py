@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from lengen.data.tasks.base import Task, TaskOptions, gather_shifted
+from lengen.data.tasks.base import Task, TaskConfig, gather_shifted
 from lengen.lazy import torch
 from lengen.schema import integer, option
 
@@ -114,7 +114,7 @@ def check_at_least(key: str, value: int, needed: int, why: str) -> None:
 
 # -- multi-key needle in a haystack ----------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class NeedleOptions(TaskOptions):
+class NeedleConfig(TaskConfig):
     data_defaults = RULER_DATA
     #: needles in the haystack (multi-key: keys, one queried; multi-value: values of the key)
     n_needles: int = option(4, integer())
@@ -127,7 +127,7 @@ class NeedleOptions(TaskOptions):
 
 
 @dataclasses.dataclass(frozen=True)
-class MultiKeyNeedleOptions(NeedleOptions):
+class MultiKeyNeedleConfig(NeedleConfig):
     def check(self) -> None:
         check_at_least("n_keys", self.n_keys, self.n_needles, "a distinct key per needle")
 
@@ -135,7 +135,7 @@ class MultiKeyNeedleOptions(NeedleOptions):
 class NeedleTask(Task):
     """Shared by the two needle tasks: vocabulary (values, keys, fillers) and needle layout."""
 
-    Options = NeedleOptions
+    Options = NeedleConfig
     source = "Hsieh et al. 2024, RULER (arXiv 2404.06654); NVIDIA/RULER niah.py"
 
     def __init__(self, **options) -> None:
@@ -183,12 +183,12 @@ class MultiKeyNeedle(NeedleTask):
     key of a uniformly chosen needle. ``depth`` = the queried needle's start / (n − 2 − digits).
     RULER ``niah_multikey_1`` (4 keys, repeat haystack here, essay there).
 
-    Options (``MultiKeyNeedleOptions``): ``n_needles`` (keys in the haystack, one queried),
+    Options (``MultiKeyNeedleConfig``): ``n_needles`` (keys in the haystack, one queried),
     ``n_keys`` (key alphabet, >= n_needles), ``n_values`` (value alphabet), ``digits``
     (symbols of a value); lengths start at n_needles · (1 + digits) + 1.
     """
 
-    Options = MultiKeyNeedleOptions
+    Options = MultiKeyNeedleConfig
     name = "niah_multikey"
     answer_format = "the queried key's value (digits symbols)"
 
@@ -227,7 +227,7 @@ class MultiValueNeedle(NeedleTask):
     ``depth`` = the first needle's start / (n − 1 − n_needles · (1 + digits)): where the
     answer's part farthest from the query sits. RULER ``niah_multivalue`` (1 key, 4 values).
 
-    Options (``NeedleOptions``): ``n_needles`` (values of the key), ``n_keys``, ``n_values``,
+    Options (``NeedleConfig``): ``n_needles`` (values of the key), ``n_keys``, ``n_values``,
     ``digits``; lengths start at n_needles · (1 + digits) + 1.
     """
 
@@ -260,7 +260,7 @@ class MultiValueNeedle(NeedleTask):
 
 # -- variable tracking -----------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class VariableTrackingOptions(TaskOptions):
+class VariableTrackingConfig(TaskConfig):
     data_defaults = RULER_DATA
     #: chains of assignments (the first is queried, the others are distractors)
     chains: int = option(1, integer())
@@ -299,12 +299,12 @@ class VariableTracking(Task):
     RULER ``variable_tracking.py`` ("VAR X = 12345", "VAR Y = VAR X"; ``vt``: 1 chain, 4 hops);
     RULER scores the set of names, here they are written in chain order.
 
-    Options (``VariableTrackingOptions``): ``chains``, ``hops``, ``n_vars`` (variable alphabet,
+    Options (``VariableTrackingConfig``): ``chains``, ``hops``, ``n_vars`` (variable alphabet,
     >= chains · (hops + 1)), ``n_values`` (value alphabet), ``digits`` (symbols of a value);
     lengths start at chains · (2 + digits + 3 · hops) + digits.
     """
 
-    Options = VariableTrackingOptions
+    Options = VariableTrackingConfig
     name = "variable_tracking"
     source = "Hsieh et al. 2024, RULER (arXiv 2404.06654); NVIDIA/RULER variable_tracking.py"
     answer_format = "the variables holding the queried value, in assignment order (hops + 1)"

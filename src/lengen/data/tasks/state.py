@@ -13,7 +13,7 @@ import functools
 import itertools
 from typing import TYPE_CHECKING
 
-from lengen.data.tasks.base import Task, TaskOptions
+from lengen.data.tasks.base import Task, TaskConfig
 from lengen.lazy import torch
 from lengen.schema import interval, one_of, option
 
@@ -42,7 +42,7 @@ def compose(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 
 @dataclasses.dataclass(frozen=True)
-class PermutationCompositionOptions(TaskOptions):
+class PermutationCompositionConfig(TaskConfig):
     #: the group: s5 (120 elements, not solvable) or a5 (its 60 even permutations, simple)
     group: str = option("s5", one_of("s5", "a5"))
 
@@ -60,11 +60,11 @@ class PermutationComposition(Task):
     convention gives the opposite group, isomorphic through inversion, so only the names of
     the answers would differ.
 
-    Options (``PermutationCompositionOptions``): ``group``, ``s5`` or ``a5``
+    Options (``PermutationCompositionConfig``): ``group``, ``s5`` or ``a5``
     (``data.task.group``).
     """
 
-    Options = PermutationCompositionOptions
+    Options = PermutationCompositionConfig
     name = "s5"
     source = (
         "Merrill, Petty & Sabharwal 2024 (ICML), The Illusion of State in State-Space Models, "
@@ -100,20 +100,20 @@ class PermutationComposition(Task):
 
 
 @dataclasses.dataclass(frozen=True)
-class A5CompositionOptions(PermutationCompositionOptions):
+class A5CompositionConfig(PermutationCompositionConfig):
     group: str = option("a5", one_of("s5", "a5"))
 
 
 class A5Composition(PermutationComposition):
     """Permutation composition in A5 (``PermutationComposition`` with ``group: a5``)."""
 
-    Options = A5CompositionOptions
+    Options = A5CompositionConfig
     name = "a5"
 
 
 # -- flip-flop language modelling ---------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class FlipFlopOptions(TaskOptions):
+class FlipFlopConfig(TaskConfig):
     #: P(ignore) of each instruction after the first; writes and reads share the rest equally
     #: (Liu et al.: training FFL(0.8); evaluation sparse 0.98 and dense 0.1)
     p_ignore: float = option(0.8, interval(0.0, 1.0, open_high=True))
@@ -133,11 +133,11 @@ class FlipFlop(Task):
     the ones between are i.i.d.: ``i`` with ``p_ignore``, ``w`` and ``r`` with
     (1 − p_ignore)/2 each; written and ignored bits are uniform.
 
-    Options (``FlipFlopOptions``): ``p_ignore`` (``data.task.p_ignore``, in [0, 1)); evaluate
+    Options (``FlipFlopConfig``): ``p_ignore`` (``data.task.p_ignore``, in [0, 1)); evaluate
     another distribution with ``python eval.py run=<dir> data.task.p_ignore=0.98 tag=sparse``.
     """
 
-    Options = FlipFlopOptions
+    Options = FlipFlopConfig
     name = "flip_flop"
     source = (
         "Liu, Ash, Goel, Krishnamurthy & Zhang 2023 (NeurIPS), Exposing Attention Glitches "

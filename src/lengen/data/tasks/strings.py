@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from lengen.data.tasks.base import AlphabetOptions, AlphabetTask, Task
+from lengen.data.tasks.base import AlphabetConfig, AlphabetTask, Task
 from lengen.lazy import torch
 
 if TYPE_CHECKING:
@@ -43,16 +43,16 @@ class Reverse(AlphabetTask):
 
 
 @dataclasses.dataclass(frozen=True)
-class BinaryAlphabetOptions(AlphabetOptions):
+class BinaryAlphabetConfig(AlphabetConfig):
     """The Chomsky benchmark's string tasks: a binary alphabet."""
 
-    n_symbols: int = AlphabetOptions.with_default("n_symbols", 2)
+    n_symbols: int = AlphabetConfig.with_default("n_symbols", 2)
 
 
 class Duplicate(AlphabetTask):
     """Output the input twice: w -> ww (the Chomsky benchmark's duplicate string, binary)."""
 
-    Options = BinaryAlphabetOptions
+    Options = BinaryAlphabetConfig
     name = "duplicate"
     source = CHOMSKY + " (duplicate string, CS)"
     answer_format = "the input twice (2n symbols)"
@@ -80,7 +80,7 @@ class OddsFirst(AlphabetTask):
     s1 s3 s5 s2 s4. This is the order of the paper and of the reference code's docstring; the
     reference code itself puts the 0-based odd positions first."""
 
-    Options = BinaryAlphabetOptions
+    Options = BinaryAlphabetConfig
     name = "odds_first"
     source = CHOMSKY + " (odds first, CS)"
     answer_format = "s1 s3 s5 … then s2 s4 … (n symbols)"
@@ -98,7 +98,7 @@ class MissingDuplicate(Task):
     Options: ``n_symbols``, the size of w's alphabet (``data.task.n_symbols``, the paper: 2).
     """
 
-    Options = BinaryAlphabetOptions
+    Options = BinaryAlphabetConfig
     name = "missing_duplicate"
     source = CHOMSKY + " (missing duplicate, CS)"
     min_length = 2

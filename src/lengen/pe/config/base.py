@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from lengen.checks import check_heads, positive_int
-from lengen.schema import Options, flag, integer, node_options, number, one_of, option
+from lengen.schema import Config, flag, integer, node_options, number, one_of, option
 
 #: the base of the sinusoid frequencies (Vaswani et al.), kept by RoPE, xPos, Sandwich and
 #: PoPE: their configs' default, and their pure functions' (written here once)
@@ -78,7 +78,7 @@ def require_even_head_dim(context: EncodingContext, name: str) -> None:
 
 # -- the options every encoding takes ------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class EncodingConfig(Options):
+class EncodingConfig(Config):
     """The options every encoding takes (``configs/train.yaml``'s ``pe:`` block); NoPE's
     config, and the base of every other."""
 
