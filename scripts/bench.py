@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--mfu-ladder",
         action="store_true",
-        help="also the MFU ladder of scripts/bench_mfu.py (baseline, +batch, +compile, +fused)",
+        help="also the MFU ladder of scripts/bench_mfu.py (baseline, +batch, +fused, +compile)",
     )
     parser.add_argument(
         "--lengen-variants",

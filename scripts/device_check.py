@@ -19,7 +19,7 @@ process, so one failure does not hide the others:
 and timings, which fail when they miss the issue's targets (``TARGETS``), not only on an error:
 
 * ``mfu``: ``scripts/bench_mfu.py --ladder``, the ~100M model in bf16: baseline, +batch,
-  +compile, +fused; fails when the best rung is under 40 % MFU of the data-sheet peak;
+  +fused, +compile; fails when the best rung is under 40 % MFU of the data-sheet peak;
 * ``plain``: ``scripts/bench.py`` lengen against the plain loop at bench.py's default size
   (d=128, 4 layers, seq 128, batch 32, fp32); RoPE also through ``torch.compile`` and its CUDA
   graphs; fails when the default (eager) lengen is under 0.9 × the plain loop for an encoding;

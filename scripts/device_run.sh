@@ -12,7 +12,7 @@
 #   env          the machine: GPU, driver, CPU model and its bf16 flags, versions, imports
 #   plain        lengen / the plain loop at bench.py's default size (eager, compile, CUDA graphs),
 #                and a profile of both steps (host time, kernels, device time)
-#   mfu          the ~100M model's MFU ladder (baseline, +batch, +compile, +fused), bf16
+#   mfu          the ~100M model's MFU ladder (baseline, +batch, +fused, +compile), bf16
 #   cpu          bf16 autocast vs fp32 on the host's CPU, 2 threads: beside mfu, on 2 cores of its
 #                own (mfu is GPU-bound at its larger batches)
 #   pack         runs per hour of a pack of 64 default-experiment seeds vs a solo run, memory per

@@ -124,10 +124,10 @@ def test_the_ladder_adds_one_change_per_rung_and_reports_each_gain(bench_mfu, mo
     monkeypatch.setattr(bench_mfu, "device_batch", lambda device, sizes: 64)
     monkeypatch.setattr(bench_mfu, "matmul_peak", lambda device, dtype: 1.0)
     result = bench_mfu.ladder(torch.device("cpu"), warmup=1, steps=2, sizes=TINY)
-    assert seen == [(TINY["batch"], False, False), (64, False, False), (64, True, False),
+    assert seen == [(TINY["batch"], False, False), (64, False, False), (64, False, True),
                     (64, True, True)]  # fmt: skip
     assert [r["gain"] for r in result["rungs"]] == [None, 2.0, 1.5, round(4 / 3, 3)]
-    assert result["best"] == "+fused" and result["mfu"] == 0.4 and result["met"] is True
+    assert result["best"] == "+compile" and result["mfu"] == 0.4 and result["met"] is True
 
 
 def test_the_device_batch_fits_the_memory_estimate_in_60_percent(bench_mfu, monkeypatch):
