@@ -61,7 +61,6 @@ def child(pe: str, length: int, threads: int) -> dict:
 
     sys.path.insert(0, str(SCRIPTS))
     import bench  # scripts/bench.py: the bench model's sizes and encodings
-
     from lengen.measure import measure
 
     torch.set_num_threads(threads)
@@ -106,7 +105,9 @@ def summarise(rows: list[dict]) -> list[dict]:
             entry[f"{field}_range"] = [min(values), max(values)]
         summary.append(entry)
     for entry in summary:
-        rope = next((s for s in summary if s["pe"] == "rope" and s["length"] == entry["length"]), None)
+        rope = next(
+            (s for s in summary if s["pe"] == "rope" and s["length"] == entry["length"]), None
+        )
         for field in ("rss_mib", "live_mib"):
             if rope and rope[field] > 0:
                 entry[f"{field}_vs_rope"] = round(entry[field] / rope[field], 2)
@@ -134,7 +135,9 @@ def main(argv: list[str] | None = None) -> dict:
     pes = [p for p in args.pes.split(",") if p]
     lengths = [int(n) for n in args.lengths.split(",") if n]
     machine = bench.machine() | {"threads": args.threads}
-    command = "python scripts/bench_memory.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python scripts/bench_memory.py " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
     result = {
         "command": command.strip(),
         "machine": machine,

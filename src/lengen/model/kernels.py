@@ -81,6 +81,7 @@ FLEX_AUTO_KEYS = 2048
 #: Largest block of attention scores (B × H × queries × keys) built at once; 16M fp32 = 64 MiB.
 MAX_BIAS_ELEMENTS = 1 << 24
 
+
 def attend(
     q: Tensor,
     k: Tensor,
@@ -315,5 +316,3 @@ def _contiguous(positions: Tensor | None) -> bool:
     if positions is None or positions.ndim != 1 or torch.compiler.is_compiling():
         return False
     return positions.numel() < 2 or bool((positions.diff() == 1).all())
-
-

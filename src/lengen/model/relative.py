@@ -139,5 +139,3 @@ def _dense_relative_mask(
             cache.pop(next(iter(cache)))  # the oldest
         cache[key] = table[:, index + (k_len - 1)][None]  # (1, H, Tq, Tk)
     return cache[key]
-
-
