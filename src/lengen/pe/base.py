@@ -76,7 +76,8 @@ Two options every encoding takes, implemented here once:
   sequence sees i + 1 keys, plus any cached prefix: ``query_scale``), so a token's output never
   depends on how many tokens follow it; bidirectional attention uses the window's n for every
   query (``attention_scale``). Encodings may add a constant temperature
-  (``logit_temperature``: YaRN does).
+  (``logit_temperature``: YaRN does). These per-query multipliers are a base of this class,
+  ``lengen.pe.temperature.LogitScaling``, beside the functions they apply.
 
 Positional math runs in fp32 whatever the model's precision: bf16 angles at long positions
 would fake extrapolation failures.
@@ -84,16 +85,14 @@ would fake extrapolation failures.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor, nn
 
-from lengen.pe import local, temperature
 from lengen.pe.config.base import CONTEXT_KEYS, FACTS, EncodingConfig, EncodingContext
+from lengen.pe.temperature import LogitScaling
 
 
-class PositionalEncoding(nn.Module):
+class PositionalEncoding(LogitScaling, nn.Module):
     """No positional information (NoPE); the base class of every encoding.
 
     Built from keywords: the run's (``EncodingContext``: ``d_model``, ``n_heads``, ``causal``,
@@ -299,104 +298,6 @@ class PositionalEncoding(nn.Module):
                 f"sequence)"
             )
         return distances[magnitude] * offset.sign()
-
-    # -- attention temperature --------------------------------------------------------------
-    def logit_temperature(self) -> float:
-        """A constant multiplier of the q·k logits, the same at every length (1.0; YaRN's)."""
-        return 1.0
-
-    def length_factor(self, keys: int) -> float:
-        """The log-length factor for a query attending to ``keys`` keys: max(1, log n /
-        log n_train) with ``log_length_scale``, else 1.0."""
-        trained = self.trained_keys
-        if not self.cfg.log_length_scale or not trained or keys <= trained:
-            return 1.0
-        return math.log(keys) / math.log(max(trained, 2))
-
-    @property
-    def trained_keys(self) -> int | None:
-        """Tokens of a training sequence for the log-length factor: ``train_positions``, on A
-        axes the cells of the training grid, train_positions^A (a readout slot aside)."""
-        if not self.train_positions:
-            return self.train_positions
-        return self.train_positions**self.axes
-
-    def attention_scale(self, length: int) -> float:
-        """Multiplier of the q·k logits when every query attends to ``length`` keys
-        (bidirectional attention): ``logit_temperature() · length_factor(length)``."""
-        return self.length_factor(length) * self.logit_temperature()
-
-    @property
-    def local(self) -> bool:
-        """Whether queries see only some keys (``pe.window`` or ``pe.chunk``)."""
-        return self.cfg.window is not None or self.cfg.chunk is not None
-
-    def visible_keys(self, q_len: int, k_len: int, causal: bool) -> Tensor:
-        """How many keys each of the last Tq of Tk queries sees -> (Tq,) float64."""
-        return local.visible_keys(
-            q_len, k_len, causal=causal, window=self.cfg.window, chunk=self.cfg.chunk
-        )
-
-    def ssmax_initial_scale(self) -> float:
-        """SSMax's s at initialisation: 1 / mean log n over a training sequence's queries."""
-        trained = self.trained_keys or temperature.SSMAX_PAPER_TRAIN_LENGTH
-        return temperature.ssmax_initial_scale(self.visible_keys(trained, trained, self.causal))
-
-    def query_scale(
-        self, q_len: int, k_len: int, causal: bool, device: torch.device | None = None
-    ) -> Tensor | float:
-        """Multiplier of each query's q·k logits: a float when all queries share it, else
-        (Tq,) fp32.
-
-        Causal attention with ``log_length_scale``: the Tq queries are the last ones of k_len
-        keys (a cached prefix included), so query i sees k_len − Tq + i + 1 keys and gets
-        ``length_factor`` of that count; it never depends on later tokens. Otherwise (and
-        whenever no query sees more keys than training did) ``attention_scale(k_len)``, a
-        float, exactly as without the option.
-
-        With ``ssmax``, ``attn_temperature_tuning``, or the log-length factor under a window or
-        chunks: ``length_temperature`` (per query, from the keys each query sees)."""
-        if (
-            self.ssmax_scales is not None
-            or self.cfg.attn_temperature_tuning
-            or (self.cfg.log_length_scale and self.local)
-        ):
-            return self.length_temperature(q_len, k_len, causal, device)
-        if not causal:
-            return self.attention_scale(k_len)
-        if self.length_factor(k_len) == 1.0:  # no query sees more keys than training did
-            # the same float as attention_scale(k_len), computed without it: a decoding cache
-            # may pin attention_scale to the full sequence's (lengen.model.cache)
-            return self.length_factor(k_len) * self.logit_temperature()
-        keys = torch.arange(k_len - q_len + 1, k_len + 1, dtype=torch.float64)  # per query
-        factor = (keys.log() / math.log(max(self.trained_keys, 2))).clamp(min=1.0)
-        scale = factor * self.logit_temperature()  # float64 on the CPU, like the float path
-        return scale.to(device=device, dtype=torch.float32)  # (Tq,)
-
-    def length_temperature(
-        self, q_len: int, k_len: int, causal: bool, device: torch.device | None = None
-    ) -> Tensor:
-        """Per-query multipliers of the logits of the last Tq of Tk queries
-        (``lengen.pe.temperature``) -> (Tq,) fp32, or (H, Tq) with SSMax's per-head s.
-
-        n is the keys each query sees (``visible_keys``: windows and chunks counted); Llama 4's
-        temperature reads the query's token index t = Tk − Tq + i, as Hugging Face's
-        ``cache_position``."""
-        keys = self.visible_keys(q_len, k_len, causal)  # (Tq,) float64
-        factor = torch.full_like(keys, self.logit_temperature())
-        if self.cfg.log_length_scale and self.trained_keys:
-            factor = factor * temperature.log_length_factor(keys, self.trained_keys)
-        if self.cfg.attn_temperature_tuning:
-            index = torch.arange(k_len - q_len, k_len, dtype=torch.float64)  # (Tq,)
-            factor = factor * temperature.llama4_query_temperature(
-                index, self.cfg.floor_scale, self.cfg.attn_scale
-            )
-        factor = factor.to(device=device, dtype=torch.float32)  # (Tq,)
-        if self.ssmax_scales is None:
-            return factor
-        scales = self.ssmax_scales.view(-1, self.n_heads)[self.layer].float()  # (H,), s
-        log_keys = keys.log().to(device=device, dtype=torch.float32)  # (Tq,)
-        return factor * scales[:, None] * log_keys  # (H, Tq)
 
     def length_global(self) -> str | None:
         """Why this encoding's outputs at a position depend on the sequence's total length
