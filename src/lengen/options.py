@@ -1,6 +1,8 @@
 """The run's typed configs, without torch: the top-level keys, the model, the optimiser, the
-evaluation, the trainer keys lengen reads and the loggers (``lengen.schema``; the encodings' are
-in ``lengen.pe.options``, the data sources' beside them in ``lengen.data``).
+evaluation, the trainer keys lengen reads and the loggers (``lengen.schema``; each encoding's is
+beside it in ``lengen.pe.config``, each task's and data source's in its module in
+``lengen.data``). The model's stay here, below the data layer, which reads them too (a text
+window's layout depends on the model kind), and the data layer may not import the model's.
 
 Each class's fields are the keys of its yaml (``configs/model/*.yaml``, ``configs/eval/*.yaml``,
 ``configs/trainer/*.yaml``, ``configs/logger/*.yaml``, train.yaml's ``optim`` and top-level
