@@ -76,3 +76,13 @@ def test_a_bidirectional_model_packs_with_one_length_per_step(model, tmp_path, s
 def test_a_bidirectional_model_with_lengths_of_its_own_is_refused():
     refusal = pack_refusal(small("model=encoder", "data.curriculum=uniform"))
     assert refusal.startswith("data.curriculum=uniform cannot train in a pack")
+
+
+def test_members_with_their_own_learning_rates_train_as_their_solo_runs(tmp_path, single_thread):
+    cfgs = [small(*FEW, "seed=0", f"optim.lr={lr}") for lr in (1e-3, 3e-3)]
+    train_pack(cfgs, [tmp_path / "slow", tmp_path / "fast"])
+    assert losses(tmp_path / "slow")[1] != losses(tmp_path / "fast")[1]
+    for cfg, name in zip(cfgs, ("slow", "fast"), strict=True):
+        torch.testing.assert_close(
+            torch.tensor(losses(tmp_path / name)), torch.tensor(solo_losses(cfg)), rtol=0, atol=1e-5
+        )

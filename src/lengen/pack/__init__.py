@@ -12,13 +12,16 @@ construction, and inside ``grad`` the tensors require gradients as in solo train
 attention paths that branch on it (FoX's and stick-breaking's evaluation buffers, FIRE's and
 T5's bias) take their training paths as a solo run does.
 
+Members may differ in ``PACKABLE_KEYS``: ``seed``, ``data.seed`` and ``optim.lr``.
+
 Independence, member by member: its own data stream (its ``data.seed``/``seed``; a causal
 decoder's batches are right-padded to the pack's longest, the padding unscored and unseen by
-earlier positions), its gradient-clipping norm, its AdamW state (stacked AdamW is elementwise:
-a member's slice is exactly its own optimiser), its criterion stop (it leaves the pack with the
+earlier positions), its gradient-clipping norm, its AdamW (torch's, whose parameters are the
+member's slices of the stacked tensors, in parameter groups of its own at its own learning
+rate: the solo run's kernel, update and state), its criterion stop (it leaves the pack with the
 weights of that step), its divergence (a non-finite loss stops that member with the solo run's
-message, in its directory; the others go on). The learning-rate schedule is shared: it is a
-function of the step, equal for all members.
+message, in its directory; the others go on). The schedule's form (warmup, cosine, horizon) is
+shared; each member's learning rate follows it from its own ``optim.lr``.
 
 Not bit-exact, within 1e-5: a member's losses equal its solo run's to float32 rounding, because
 batched matrix products (and, for a decoder, a padded sequence length) sum in another order

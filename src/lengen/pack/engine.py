@@ -210,10 +210,12 @@ class PackRun:
         active = [m for m in self.members if m not in done]
         if not active:
             return self.outcomes
-        stacked = StackedModels([m.model for m in active], self.optim, self.max_steps, self.device)
+        lrs = [float(m.cfg.optim.lr) for m in active]  # optim.lr may differ (PACKABLE_KEYS)
+        models = [m.model for m in active]
+        stacked = StackedModels(models, self.optim, lrs, self.max_steps, self.device)
         if step > 0:
             states = [m.state["optimizer_states"][0] for m in active]
-            stacked.load_states(states, active[0].state["lr_schedulers"][0])
+            stacked.load_states(states, [m.state["lr_schedulers"][0] for m in active])
         size = len(active)
         causal = getattr(active[0].model, "causal", False) is True
         install_preemption_handlers(signal.SIGINT)  # a signal received before stays remembered
@@ -262,7 +264,7 @@ class PackRun:
             if not validating:
                 stacked.load_member(i, active[i].model)
             state = active[i].checkpoint(
-                done, stacked.member_optimizer_state(i), stacked.schedule_state()
+                done, stacked.member_optimizer_state(i), stacked.member_schedule_state(i)
             )
             active[i].save(state)
         if signum:

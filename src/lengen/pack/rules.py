@@ -9,9 +9,9 @@ import json
 from omegaconf import DictConfig, OmegaConf
 
 #: dotted keys a pack's members may differ in: what seeds the model's initialisation and the
-#: training stream. Every other key changes shapes, the schedule or the data's kind, which the
-#: members share.
-PACKABLE_KEYS: tuple[str, ...] = ("seed", "data.seed")
+#: training stream, and the learning rate (each member's AdamW groups have their own). Every
+#: other key changes shapes, the schedule's form or the data's kind, which the members share.
+PACKABLE_KEYS: tuple[str, ...] = ("seed", "data.seed", "optim.lr")
 #: keys that say where and how a run is started, not what it trains
 LOCATION_KEYS = ("hydra", "resume")
 #: how the sweeper names the pack size in messages (configs/hydra/sweeper/lengen.yaml)

@@ -1,11 +1,11 @@
 """The members' models as one: parameters and buffers stacked on a leading member axis, one
 training step for all of them (``vmap`` over ``grad_and_value`` of ``functional_call``), each
-member's gradient clipped by its own norm, and one AdamW over the stacked tensors, which is
-exactly each member's own AdamW (its update is elementwise).
+member's gradient clipped by its own norm, and one AdamW whose parameters are the members'
+slices of the stacks: each member's update is its solo run's, at its own learning rate.
 
-A member leaves (criterion reached, diverged) by ``select``: the stacks, the gradients' owners
-and the optimiser state keep the remaining members' slices only, so later steps cost nothing
-for it and cannot move its weights (AdamW moves parameters even at zero gradient).
+A member leaves (criterion reached, diverged) by ``select``: the stacks, the gradients and the
+optimiser state keep the remaining members' slices only, so later steps cost nothing for it and
+cannot move its weights (AdamW moves parameters even at zero gradient).
 """
 
 from __future__ import annotations
@@ -30,29 +30,47 @@ class StackedModels:
     """``models`` (the members', built alike) stacked on ``device``; ``template`` (the first
     member's module) runs every member's forward with that member's tensors swapped in.
 
+    The optimiser is torch's AdamW (fused where the solo run's is), whose parameters are the
+    members' slices of the stacked tensors (views: the update writes into the stacks), two
+    groups per member (decaying and not, as ``LitModel.configure_optimizers`` makes them), each
+    at the member's own ``optim.lr``: every member's update is its solo run's kernel on its own
+    tensors, and its state (``member_optimizer_state``) is its solo optimiser's, index for index.
+
     Args:
         models: the members' models, equal in structure (one config, other seeds).
-        optim: the optimiser's typed config (``OptimOptions``), shared by the members.
+        optim: the optimiser's typed config (``OptimOptions``), shared by the members but for
+            ``lrs``, each member's ``optim.lr``.
         max_steps: the learning-rate schedule's horizon (``trainer.max_steps``).
     """
 
-    def __init__(self, models: list, optim, max_steps: int, device: torch.device):
+    def __init__(self, models: list, optim, lrs: list[float], max_steps: int, device):
         self.template = models[0]
-        self.optim, self.max_steps, self.device = optim, max_steps, device
-        self.names = [name for name, _ in self.template.named_parameters()]
-        self.decay = {name: decays(name, p) for name, p in self.template.named_parameters()}
-        self.buffer_names = [name for name, _ in self.template.named_buffers()]
-        self.params = self._stack(models, "named_parameters", grad=True)  # name -> (M, *shape)
-        self.buffers = self._stack(models, "named_buffers", grad=False)
-        self.optimizer, self.schedule = self._optimiser()
+        self.optim, self.lrs, self.max_steps, self.device = optim, list(lrs), max_steps, device
+        named = dict(self.template.named_parameters())
+        self.decay = {name: decays(name, p) for name, p in named.items()}
+        #: the solo optimiser's parameter order: the decaying ones, then the others
+        self.order = [n for n in named if self.decay[n]] + [n for n in named if not self.decay[n]]
+        self.params = self._stack(models, "named_parameters")  # name -> (M, *shape)
+        self.buffers = self._stack(models, "named_buffers")
+        self._build()
 
-    def _stack(self, models, named: str, grad: bool) -> dict[str, Tensor]:
+    def _stack(self, models, named: str) -> dict[str, Tensor]:
         columns = [dict(getattr(model, named)()) for model in models]
-        stacked = {}
-        for name in columns[0]:
-            tensor = torch.stack([column[name].detach() for column in columns]).to(self.device)
-            stacked[name] = tensor.requires_grad_(grad) if grad else tensor
-        return stacked
+        return {
+            name: torch.stack([column[name].detach() for column in columns]).to(self.device)
+            for name in columns[0]
+        }
+
+    def _build(self) -> None:
+        """Each member's views of the stacks, their gradient buffers, AdamW and its schedule."""
+        self.grads = {name: torch.zeros_like(p) for name, p in self.params.items()}
+        self.views = []
+        for index in range(self.size):
+            views = {name: p[index] for name, p in self.params.items()}
+            for name, view in views.items():
+                view.grad = self.grads[name][index]
+            self.views.append(views)
+        self.optimizer, self.schedule = self._optimiser()
 
     @property
     def size(self) -> int:
@@ -60,18 +78,17 @@ class StackedModels:
 
     # -- the optimiser -------------------------------------------------------------------------
     def _optimiser(self):
-        """AdamW and its warmup-cosine schedule, as ``LitModel.configure_optimizers`` makes
-        them (groups, fused kernel, LambdaLR), over the stacked tensors: a member's parameter
-        has the index its solo run's has, so its state slices into a solo checkpoint."""
-        decay = [self.params[name] for name in self.names if self.decay[name]]
-        no_decay = [self.params[name] for name in self.names if not self.decay[name]]
-        groups = [
-            {"params": decay, "weight_decay": self.optim.weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
-        ]
+        """AdamW and its warmup-cosine schedule as ``LitModel.configure_optimizers`` makes them
+        (groups, fused kernel, LambdaLR), two groups per member."""
+        groups = []
+        for views, lr in zip(self.views, self.lrs, strict=True):
+            decay = [views[name] for name in self.order if self.decay[name]]
+            no_decay = [views[name] for name in self.order if not self.decay[name]]
+            groups.append({"params": decay, "weight_decay": self.optim.weight_decay, "lr": lr})
+            groups.append({"params": no_decay, "weight_decay": 0.0, "lr": lr})
         fused = self.device.type in ("cpu", "cuda")
         optimizer = torch.optim.AdamW(
-            groups, lr=self.optim.lr, betas=tuple(self.optim.betas), fused=fused or None
+            groups, lr=self.lrs[0], betas=tuple(self.optim.betas), fused=fused or None
         )
         optim, max_steps = self.optim, self.max_steps
         schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -85,61 +102,56 @@ class StackedModels:
         )
         return optimizer, schedule
 
-    def order(self) -> list[str]:
-        """Parameter names in the optimiser's index order (decaying ones first)."""
-        return [n for n in self.names if self.decay[n]] + [
-            n for n in self.names if not self.decay[n]
-        ]
-
     def member_optimizer_state(self, index: int) -> dict:
-        """Member ``index``'s AdamW state, as its solo run's optimiser would save it."""
-        state = self.optimizer.state_dict()
-        return {
-            "state": {
-                key: {k: v[index].clone() if k != "step" else v.clone() for k, v in entry.items()}
-                for key, entry in state["state"].items()
-            },
-            "param_groups": copy.deepcopy(state["param_groups"]),
+        """Member ``index``'s AdamW state, as its solo run's optimiser saves it."""
+        full = self.optimizer.state_dict()  # parameters numbered in group order: 2 per member
+        groups = full["param_groups"][2 * index : 2 * index + 2]
+        offset = groups[0]["params"][0] if groups[0]["params"] else groups[1]["params"][0]
+        state = {
+            key - offset: {k: v.clone() for k, v in full["state"][key].items()}
+            for group in groups
+            for key in group["params"]
+            if key in full["state"]
         }
+        groups = [{**g, "params": [key - offset for key in g["params"]]} for g in groups]
+        return {"state": state, "param_groups": copy.deepcopy(groups)}
 
-    def schedule_state(self) -> dict:
-        return self.schedule.state_dict()
+    def member_schedule_state(self, index: int) -> dict:
+        """Member ``index``'s schedule state, as its solo run's LambdaLR saves it."""
+        full = self.schedule.state_dict()
+        pair = slice(2 * index, 2 * index + 2)
+        lists = {k: full[k][pair] for k in ("base_lrs", "_last_lr", "lr_lambdas") if k in full}
+        return {**copy.deepcopy(full), **lists}
 
-    def load_states(self, optimizer_states: list[dict], schedule_state: dict) -> None:
-        """Continue from the members' saved optimiser states (one per member, in order, all
-        at one step) and the schedule's: the stacked state is their states stacked."""
-        first = optimizer_states[0]
-        stacked = {
-            "state": {
-                key: {
-                    k: v
-                    if k == "step"
-                    else torch.stack([s["state"][key][k] for s in optimizer_states])
-                    for k, v in entry.items()
-                }
-                for key, entry in first["state"].items()
-            },
-            "param_groups": copy.deepcopy(first["param_groups"]),
-        }
-        self.optimizer.load_state_dict(stacked)
-        self.schedule.load_state_dict(schedule_state)
+    def load_states(self, optimizer_states: list[dict], schedule_states: list[dict]) -> None:
+        """Continue from the members' saved optimiser and schedule states (one each per member,
+        in order, all at one step): numbered on, member after member."""
+        state, groups, offset = {}, [], 0
+        for member in optimizer_states:
+            count = sum(len(g["params"]) for g in member["param_groups"])
+            state |= {key + offset: value for key, value in member["state"].items()}
+            groups += [
+                {**g, "params": [k + offset for k in g["params"]]} for g in member["param_groups"]
+            ]
+            offset += count
+        self.optimizer.load_state_dict({"state": state, "param_groups": groups})
+        schedule = copy.deepcopy(schedule_states[0])
+        for key in ("base_lrs", "_last_lr", "lr_lambdas"):
+            if key in schedule:
+                schedule[key] = [v for s in schedule_states for v in s[key]]
+        self.schedule.load_state_dict(schedule)
 
     def select(self, keep: list[int]) -> None:
-        """Keep only the members at ``keep`` (indices into the current stack, in order)."""
+        """Keep only the members at ``keep`` (indices into the current stack, in order): their
+        slices, optimiser and schedule states carried over."""
+        optimizer_states = [self.member_optimizer_state(i) for i in keep]
+        schedule_states = [self.member_schedule_state(i) for i in keep]
         index = torch.tensor(keep, device=self.device)
-        old = self.optimizer.state_dict()
-        schedule = self.schedule.state_dict()
-        self.params = {
-            n: p.detach()[index].clone().requires_grad_(True) for n, p in self.params.items()
-        }
-        self.buffers = {n: b[index].clone() for n, b in self.buffers.items()}
-        self.optimizer, self.schedule = self._optimiser()
-        state = {
-            key: {k: v if k == "step" else v[index.to(v.device)] for k, v in entry.items()}
-            for key, entry in old["state"].items()
-        }
-        self.optimizer.load_state_dict({"state": state, "param_groups": old["param_groups"]})
-        self.schedule.load_state_dict(schedule)
+        self.params = {name: p[index].clone() for name, p in self.params.items()}
+        self.buffers = {name: b[index].clone() for name, b in self.buffers.items()}
+        self.lrs = [self.lrs[i] for i in keep]
+        self._build()
+        self.load_states(optimizer_states, schedule_states)
 
     # -- a training step -----------------------------------------------------------------------
     def _member_loss(self, params, buffers, inputs, targets, tokens):
@@ -153,7 +165,8 @@ class StackedModels:
         return mean, (mean.detach(), summed.detach(), correct)
 
     def gradients(self, inputs: dict, targets: Tensor, tokens: Tensor):
-        """Every member's gradient of its mean loss (stored as the stacked tensors' ``.grad``)
+        """Every member's gradient of its mean loss (into ``grads``, whose slices are the
+        optimiser's parameters' ``.grad``)
         -> (mean losses (M,), summed losses (M,), correct tokens (M,)), on the device.
 
         ``inputs`` {name: (M, B, T)} (grid positions (M, T, A)), ``targets`` (M, B, T),
@@ -162,21 +175,21 @@ class StackedModels:
         grads, (_, (mean, summed, correct)) = step(
             self.params, self.buffers, inputs, targets, tokens
         )
-        for name, param in self.params.items():
-            param.grad = grads[name].contiguous()  # the fused AdamW reads grads as laid out
+        for name, buffer in self.grads.items():  # the views' .grad: slices of these
+            buffer.copy_(grads[name])
         return mean, summed, correct
 
     def discard(self, members: list[int]) -> None:
         """Zero these members' gradients (a diverged member's: it leaves after this step)."""
-        for param in self.params.values():
-            param.grad[members] = 0.0
+        for grad in self.grads.values():
+            grad[members] = 0.0
 
     def clip(self, value: float | None, algorithm: str | None) -> None:
         """Lightning's ``gradient_clip_val``, applied to each member with its own norm
         (``torch.nn.utils.clip_grad_norm_``'s formula, per member) or values."""
         if not value:
             return
-        grads = [p.grad for p in self.params.values()]
+        grads = list(self.grads.values())
         if algorithm == "value":
             for grad in grads:
                 grad.clamp_(-value, value)
@@ -190,8 +203,6 @@ class StackedModels:
     def step(self) -> None:
         self.optimizer.step()
         self.schedule.step()
-        for param in self.params.values():
-            param.grad = None
 
     def load_member(self, index: int, model) -> None:
         """Copy member ``index``'s weights and buffers into its own module (for validation,
