@@ -38,7 +38,7 @@ class StackedModels:
 
     Args:
         models: the members' models, equal in structure (one config, other seeds).
-        optim: the optimiser's typed config (``OptimOptions``), shared by the members but for
+        optim: the optimiser's typed config (``OptimConfig``), shared by the members but for
             ``lrs``, each member's ``optim.lr``.
         max_steps: the learning-rate schedule's horizon (``trainer.max_steps``).
     """
