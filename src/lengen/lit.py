@@ -350,8 +350,10 @@ class DataModule(pl.LightningDataModule):
         trainer = self.trainer
         steps = _Steps(self.data, trainer.global_step, trainer.global_rank, trainer.world_size)
         workers = {"num_workers": self.num_workers, "persistent_workers": self.num_workers > 0}
-        # page-locked batches: the copy to a GPU is queued, not staged by the host
-        pin = trainer.strategy.root_device.type == "cuda"
+        # page-locked batches: the copy to a GPU is queued, not staged by the host (a stand-in
+        # trainer without a strategy, as tests make, is taken for a CPU one)
+        strategy = getattr(trainer, "strategy", None)
+        pin = strategy is not None and strategy.root_device.type == "cuda"
         return DataLoader(steps, batch_size=None, pin_memory=pin, **workers)
 
     def val_dataloader(self):
