@@ -28,9 +28,10 @@ LAYERS = (
     ("pe", "config", "loggers"),  # loggers: on the typed logger configs of options
     ("model", "data", "plots"),
     ("evaluation", "build", "checkpoints"),
-    ("lit", "rundir"),
+    ("lit", "rundir", "packable"),  # packable: which configs share a pack (the pre-check's)
     ("preflight",),  # can this command line run? (above build and rundir, below the runs)
     ("train", "api"),
+    ("pack",),  # many seeds in one process: run()'s writing and evaluation, per member
     ("reeval", "cli", "attention_maps", "aggregate"),
 )
 LEVEL = {unit: level for level, units in enumerate(LAYERS) for unit in units}

@@ -28,12 +28,13 @@ batched matrix products (and, for a decoder, a padded sequence length) sum in an
 than the solo run's; its evaluation is exact (run on the member's own model, as eval.py does).
 
 Torch-free to import: ``PACKABLE_KEYS``, ``pack_signature`` and ``pack_refusal`` (the sweeper
-asks them before any job starts); ``train_pack`` loads torch when called.
+asks them before any job starts; they live in ``lengen.packable``, below the pre-check, and
+code below ``lengen.train`` imports them from there); ``train_pack`` loads torch when called.
 """
 
 from __future__ import annotations
 
-from lengen.pack.rules import PACKABLE_KEYS, pack_refusal, pack_signature
+from lengen.packable import PACKABLE_KEYS, pack_refusal, pack_signature
 
 __all__ = ["PACKABLE_KEYS", "pack_refusal", "pack_signature", "train_pack"]
 

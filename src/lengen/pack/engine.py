@@ -29,8 +29,8 @@ from omegaconf import DictConfig
 from lengen.data.source import IGNORE, mix_seed
 from lengen.errors import ConfigError, Preempted
 from lengen.pack.member import Member
-from lengen.pack.rules import PACK_KEY, pack_refusal, pack_signature
 from lengen.pack.stack import StackedModels
+from lengen.packable import PACK_KEY, pack_refusal, pack_signature
 from lengen.process import acted_on_signal, install_preemption_handlers, received_signal
 from lengen.rundir import RunDirectory
 

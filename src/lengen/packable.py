@@ -1,5 +1,7 @@
 """Which configs may train together, and which cannot train in a pack at all. Torch-free: the
-sweeper asks these before any job starts (``lengen.sweep_packs``)."""
+sweeper's pre-check asks these before any job starts (``lengen.sweep_packs``), so they sit
+below ``lengen.preflight``, apart from the engine (``lengen.pack``, above ``lengen.train``),
+which re-exports them."""
 
 from __future__ import annotations
 
