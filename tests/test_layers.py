@@ -29,6 +29,7 @@ LAYERS = (
     ("model", "data", "plots"),
     ("evaluation", "build", "checkpoints"),
     ("lit", "rundir", "packable"),  # packable: which configs share a pack (the pre-check's)
+    ("sweep_packs",),  # a sweep's jobs grouped into packs, and how a pack travels as one job
     ("preflight",),  # can this command line run? (above build and rundir, below the runs)
     ("train", "api"),
     ("pack",),  # many seeds in one process: run()'s writing and evaluation, per member

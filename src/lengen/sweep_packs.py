@@ -3,10 +3,10 @@ travels through Hydra's launchers as one job (``hydra.sweeper.pack``; docs/scali
 
 The engine that trains a pack is ``lengen.pack`` (``train_pack``); this module is the sweep's
 side of it, torch-free, used by lengen's sweeper (``hydra_plugins.lengen_sweeper``), the
-pre-check (``lengen.preflight``) and a pack's job (``lengen.cli.train_main``):
+pre-check (``lengen.preflight.packs``) and a pack's job (``lengen.cli.train_main``):
 
 * **Grouping** (``group_jobs``). Jobs whose composed configs have the same
-  ``lengen.pack.pack_signature`` (equal except for ``PACKABLE_KEYS``: the seeds) share packs of
+  ``lengen.packable.pack_signature`` (equal except for ``PACKABLE_KEYS``: the seeds) share packs of
   at most ``hydra.sweeper.pack`` members, in sweep order: a group's jobs fill its first pack,
   then its next; packs are ordered by their first member's place in the sweep. A job alone in
   its group runs as today, a single run.
@@ -24,7 +24,7 @@ pre-check (``lengen.preflight``) and a pack's job (``lengen.cli.train_main``):
   with ``resume=auto`` finds its members where they were.
 * **Refusals** (``pack_refusal_line``), up front: a group of two or more jobs whose encoding,
   model or trainer cannot train in a pack refuses the sweep (the pre-check, before Hydra writes
-  anything; exit 2) with ``lengen.pack.pack_refusal``'s line: no silent fallback to runs one
+  anything; exit 2) with ``lengen.packable.pack_refusal``'s line: no silent fallback to runs one
   after another.
 """
 
@@ -63,7 +63,7 @@ def group_jobs(configs: Sequence[DictConfig], pack: int) -> list[list[int]]:
     their first member; a job alone in its pack is a single run. ``pack`` 1: every job alone."""
     if pack <= 1:
         return [[index] for index in range(len(configs))]
-    from lengen.pack import pack_signature
+    from lengen.packable import pack_signature
 
     open_packs: dict[str, list[int]] = {}  # signature -> the pack that group is filling
     packs: list[list[int]] = []
@@ -82,9 +82,9 @@ def pack_refusal_line(
     packs: Sequence[Sequence[int]], configs: Sequence[DictConfig], subdirs: Sequence[str]
 ) -> str | None:
     """Why the sweep's packs cannot train (one line naming the key), or None: a member that
-    cannot train in a pack (``lengen.pack.pack_refusal``), or two members of one pack that would
+    cannot train in a pack (``lengen.packable.pack_refusal``), or two members of one pack that would
     write one run directory (the same values given twice)."""
-    from lengen.pack import pack_refusal
+    from lengen.packable import pack_refusal
 
     for members in packs:
         if len(members) < 2:
@@ -105,8 +105,8 @@ def pack_refusal_line(
 
 
 def member_values(cfg: DictConfig) -> dict:
-    """The values of ``lengen.pack.PACKABLE_KEYS`` a config trains with (resolved)."""
-    from lengen.pack import PACKABLE_KEYS
+    """The values of ``lengen.packable.PACKABLE_KEYS`` a config trains with (resolved)."""
+    from lengen.packable import PACKABLE_KEYS
 
     values = {}
     for key in PACKABLE_KEYS:
@@ -159,7 +159,7 @@ def member_configs(cfg: DictConfig, members: Sequence[dict]) -> list[DictConfig]
     """The members' configs: copies of the job's composed config (its first member's) with each
     member's packable values. Raises ConfigError where a copy would not pack with the first
     (a sweep whose jobs were grouped by another lengen)."""
-    from lengen.pack import pack_signature
+    from lengen.packable import pack_signature
 
     configs = []
     for member in members:
@@ -223,39 +223,3 @@ def plan_line(runs: int, sizes: Sequence[int]) -> str:
         if singles:
             line += f" and {singles} single run{'s' * (singles != 1)}"
     return line
-
-
-def check_pack_sweep(command, given: str | None, skipping: bool, cluster: bool) -> None:
-    """The pre-check's question about packs (``lengen.preflight.precheck``, before Hydra writes
-    anything): ``hydra.sweeper.pack`` (``given``: its command-line value, else the composed
-    config's) is an int >= 1, a single run does not ask for packs, and a sweep's packs can
-    train (``plan_packs`` on every job, composed as the sweeper will). Raises ConfigError."""
-    from hydra import compose
-
-    from lengen.preflight import composing, job_refusal, sweep_jobs
-
-    if not command.sweeping:
-        if given is not None and pack_size(given) > 1:
-            raise ConfigError(
-                f"{PACK_KEY}={given}: packs are made of a -m sweep's runs; allowed: -m with "
-                f"values to sweep (e.g. -m seed=0,1,2,3 {PACK_KEY}=4), or leave it out"
-            )
-        return
-    hydra_overrides = [
-        a for a in command.overrides if a.lstrip("+~").startswith(("hydra.", "hydra/"))
-    ]
-    jobs = sweep_jobs(command.overrides)
-    if not jobs:
-        return
-    with composing(command.config_dirs):
-
-        def load(job):
-            overrides = [*hydra_overrides, *job]
-            return compose(command.config_name, overrides=overrides, return_hydra_config=True)
-
-        pack = pack_size(OmegaConf.select(load(jobs[0]), PACK_KEY, default=1), given)
-        if pack <= 1:
-            return
-        if skipping:  # the jobs the sweeper will skip are in no pack
-            jobs = [j for j in jobs if job_refusal(j, lambda j=j: load(j), cluster) is None]
-        plan_packs(jobs, load, pack)

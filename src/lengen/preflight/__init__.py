@@ -178,7 +178,7 @@ def precheck(arguments: Sequence[str]) -> int | None:
         check_shared_directories(configs)
     for cfg in configs:
         check_launch(cfg, sweeping, cluster)
-    from lengen.sweep_packs import check_pack_sweep  # hydra.sweeper.pack (docs/scaling.md)
+    from lengen.preflight.packs import check_pack_sweep  # hydra.sweeper.pack (docs/scaling.md)
 
     check_pack_sweep(command, values.get("hydra.sweeper.pack"), skipping, cluster)
     if not sweeping:
