@@ -115,3 +115,16 @@ def test_a_pack_of_one_is_the_solo_run(fifty, tmp_path):
         assert {k: v for k, v in mine.items() if k not in numbers} == {
             k: v for k, v in theirs.items() if k not in numbers
         }
+
+
+def test_a_member_under_bf16_autocast_trains_as_its_solo_run(tmp_path, single_thread):
+    # bf16 rounds batched and single products differently: 1e-3, not fp32's 1e-5
+    steps = ("trainer.max_steps=10", "trainer.val_check_interval=5", "trainer.precision=bf16-mixed")
+    train_pack([small(*steps, f"seed={seed}") for seed in (0, 1)], [tmp_path / "0", tmp_path / "1"])
+    run(small(*steps, "seed=1"), tmp_path / "solo")
+    torch.testing.assert_close(
+        torch.tensor(losses(tmp_path / "1")),
+        torch.tensor(losses(tmp_path / "solo")),
+        rtol=0,
+        atol=1e-3,
+    )

@@ -27,7 +27,7 @@ def test_configs_that_differ_elsewhere_do_not(override):
         ("model.dropout=0.1", "model.dropout=0.1"),
         ("pe.randomized=true", "pe.randomized=true"),
         ("model.compile=true", "model.compile=true"),
-        ("trainer.precision=bf16-mixed", "trainer.precision=bf16-mixed"),
+        ("trainer.precision=16-mixed", "trainer.precision=16-mixed"),
         ("trainer=ddp", "trainer.devices="),
         ("logger=wandb", "logger=wandb"),
         ("model=encoder", "data.curriculum=uniform"),

@@ -18,8 +18,9 @@ PACKABLE_KEYS: tuple[str, ...] = ("seed", "data.seed", "optim.lr")
 LOCATION_KEYS = ("hydra", "resume")
 #: how the sweeper names the pack size in messages (configs/hydra/sweeper/lengen.yaml)
 PACK_KEY = "hydra.sweeper.pack"
-#: trainer precisions a pack trains in (Lightning's names of full precision)
-FULL_PRECISION = ("32-true", "32", 32)
+#: trainer precisions a pack trains in: Lightning's names of full precision, and bf16 autocast
+#: (fp16's loss scaler, which skips whole steps on an overflow anywhere, is not per member)
+PRECISIONS = ("32-true", "32", 32, "bf16-mixed")
 
 
 def _plain(cfg: DictConfig) -> dict:
@@ -64,7 +65,7 @@ def pack_refusal(cfg: DictConfig) -> str | None:
     What cannot: randomness inside a training step (dropout, randomized positions, a random
     start offset of task positions), which a solo run draws from its own seeded generator and
     a map over members cannot draw per member alike; several processes (DDP) or a device
-    other than one; a compiled or FlexAttention forward; mixed precision; a bidirectional
+    other than one; a compiled or FlexAttention forward; fp16 or bf16-true precision; a bidirectional
     model whose members draw training lengths of their own (their batches cannot be padded to
     one length without changing what the model sees); loggers other than csv and none."""
     model, pe, trainer, data = cfg.model, cfg.pe, cfg.trainer, cfg.data
@@ -90,10 +91,11 @@ def pack_refusal(cfg: DictConfig) -> str | None:
         return _refused("model.compile", "true", "the pack's forward is not compiled")
     if model.get("attention", "auto") == "flex":
         return _refused("model.attention", "flex", "FlexAttention does not run under vmap")
-    if trainer.get("precision", "32-true") not in FULL_PRECISION:
+    if trainer.get("precision", "32-true") not in PRECISIONS:
         return _refused(
-            "trainer.precision", trainer.precision, "a pack trains in full precision",
-            "trainer.precision=32-true",
+            "trainer.precision", trainer.precision,
+            "a pack trains in fp32 or under bf16 autocast (no loss scaler, no bf16 weights)",
+            "trainer.precision=32-true or bf16-mixed",
         )  # fmt: skip
     for key in ("devices", "num_nodes"):
         if trainer.get(key, 1) not in (1, "1"):

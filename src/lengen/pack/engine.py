@@ -197,6 +197,7 @@ class PackRun:
         self.save_every = trainer.get("checkpoint_every_n_steps")
         self.log_every = int(trainer.get("log_every_n_steps", 50))
         self.clip = (trainer.get("gradient_clip_val"), trainer.get("gradient_clip_algorithm"))
+        self.bf16 = str(trainer.get("precision", "32-true")) == "bf16-mixed"
         self.timer = PackTimer()
         self.outcomes: dict[int, dict] = {}
         self.started = time.monotonic()
@@ -231,7 +232,8 @@ class PackRun:
         """Step ``step`` (0-based) of every active member -> the members still active."""
         batches = [member.data.train_batch(step) for member in active]
         inputs, targets, tokens = stack_batches(batches, causal, self.device)
-        mean, summed, correct = stacked.gradients(inputs, targets, tokens)
+        with self.precision():
+            mean, summed, correct = stacked.gradients(inputs, targets, tokens)
         means, sums, corrects, scored = torch.stack(
             [mean.float(), summed.float(), correct.float(), tokens]
         ).tolist()  # the step's one sync with the host
@@ -251,7 +253,8 @@ class PackRun:
             member = active[i]
             if validating:
                 stacked.load_member(i, member.model)
-                member.validate(step, self.device)
+                with self.precision():
+                    member.validate(step, self.device)
             logged = done % self.log_every == 0 or member.reached
             accuracy = corrects[i] / max(scored[i], 1.0)
             member.trained(step, batches[i], means[i], sums[i] / scored[i], accuracy, logged)
@@ -281,6 +284,13 @@ class PackRun:
                 stacked.select(keep)
             active = [active[i] for i in keep]
         return active
+
+    def precision(self):
+        """Lightning's ``trainer.precision=bf16-mixed``: bf16 autocast around the training and
+        validation forwards (the weights, gradients and AdamW stay fp32); else nothing."""
+        if self.bf16:
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     def progress(self, done: int, losses: list[float], active: list[Member]) -> None:
         """A progress line every ``every_n_steps`` steps (lines or bars asked for)."""
