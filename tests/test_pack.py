@@ -128,3 +128,9 @@ def test_a_member_under_bf16_autocast_trains_as_its_solo_run(tmp_path, single_th
         rtol=0,
         atol=1e-3,
     )
+
+
+def test_a_pack_of_one_that_cannot_pack_is_trained_by_run(tmp_path, single_thread):
+    steps = ("trainer.max_steps=2", "trainer.val_check_interval=2", "model.dropout=0.1")
+    [alone] = train_pack([small(*steps)], [tmp_path / "alone"])
+    assert "pack" not in alone and alone["train_steps"] == 2

@@ -40,12 +40,17 @@ def train_pack(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path]) -> li
     into its run directory -> each member's results dict, in order (see the module docstring).
 
     resume=auto: members already finished are skipped (their results returned); interrupted
-    ones continue from their checkpoints. A list of one trains as the solo run does."""
+    ones continue from their checkpoints. A list of one trains as the solo run does (by
+    ``lengen.train.run`` itself where the pack cannot train its config)."""
     from lengen.preflight import validate
 
     cfgs, paths = list(cfgs), [Path(path) for path in run_dirs]
     if not cfgs or len(cfgs) != len(paths):
         raise ConfigError(f"{PACK_KEY}: a pack needs one run directory per member")
+    if len(cfgs) == 1 and pack_refusal(cfgs[0]) is not None:  # dropout, DDP, …: run() trains it
+        from lengen.train import run
+
+        return [run(cfgs[0], paths[0])]
     checked = [validate(cfg) for cfg in cfgs]
     check_members(cfgs, paths)
     directories = [RunDirectory(path) for path in paths]
