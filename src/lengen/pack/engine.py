@@ -310,7 +310,7 @@ class PackRun:
         names = [m.directory.path.name for m in active]
         label = f"pack of {len(active)}: {names[0]}" + (f" … {names[-1]}" if len(names) > 1 else "")
         loss = sum(losses) / len(losses) if losses else None
-        print(f"[{label}] {step_line('', done, self.max_steps, loss, rate).strip()}", flush=True)
+        print(step_line(label, done, self.max_steps, loss, rate), flush=True)
 
     def finish(self, member: Member, step: int, size: int) -> None:
         """Evaluate a member that finished training and write its run directory."""
