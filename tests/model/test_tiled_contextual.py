@@ -67,6 +67,12 @@ def test_tiles_equal_one_block_for_cached_bidirectional_and_local_calls(causal, 
     torch.testing.assert_close(tiled, one_block, rtol=1e-5, atol=1e-5)
 
 
+def test_tiles_take_values_narrower_than_queries():
+    q, k, v = qkv(20, 20)
+    tiled, one_block = both(make(), q, k, v[..., :3])
+    torch.testing.assert_close(tiled, one_block, rtol=1e-5, atol=1e-5)
+
+
 def test_tiles_are_causal():
     """New keys and values after token 20 leave the outputs up to token 20 alone."""
     pe = make()

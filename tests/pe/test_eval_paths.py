@@ -91,6 +91,13 @@ def test_stick_breaking_tiles_equal_one_block(
     torch.testing.assert_close(got, expected)
 
 
+def test_stick_breaking_tiles_take_values_narrower_than_queries():
+    """The attention recorder probes the weights with one-hot values of any width."""
+    q, k, v = random(1, 2, 20, 4, seed=0), random(1, 2, 20, 4, seed=1), random(1, 2, 20, 3, seed=2)
+    expected = grad_path(stick_breaking_attention, q, k, v, scale=0.5)
+    torch.testing.assert_close(tiled_stick_breaking(q, k, v, scale=0.5, key_tile=8), expected)
+
+
 def test_stick_breaking_without_gradients_takes_the_tiles(monkeypatch):
     import lengen.pe.stick_breaking as module
 

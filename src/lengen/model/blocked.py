@@ -215,17 +215,17 @@ def tiled_contextual_attention(
     so every tile's tensors have one of two sizes. The logits per tile are
     ``_contextual_logits``' as in the one-block path, which this equals up to rounding.
     """
-    batch, heads, q_len, head_dim = q.shape
-    k_len = k.shape[2]
+    batch, heads, q_len, _ = q.shape
+    k_len, width = k.shape[2], v.shape[-1]  # v may be narrower than q (one-hot weight probes)
     dtype = torch.promote_types(v.dtype, torch.float32)  # the sums: fp32, or fp64 when given
-    out = torch.empty(batch, heads, q_len, head_dim, dtype=v.dtype, device=v.device)
+    out = torch.empty(batch, heads, q_len, width, dtype=v.dtype, device=v.device)
     for start in range(0, q_len, query_block):
         stop = min(start + query_block, q_len)
         lo, hi = _key_span(start, stop, q_len, k_len, causal, pe)
         q_block = q[:, :, start:stop]  # (B, H, c, hd)
         peak = torch.full((batch, heads, stop - start, 1), float("-inf"), device=q.device)
         total = torch.zeros_like(peak, dtype=dtype)  # Σ_j exp(l_ij − peak_i)
-        mixed = q.new_zeros(batch, heads, stop - start, head_dim, dtype=dtype)  # Σ_j … v_j
+        mixed = q.new_zeros(batch, heads, stop - start, width, dtype=dtype)  # Σ_j … v_j
         for a in range(lo, hi, key_tile):
             b = min(a + key_tile, k_len)  # past hi: keys no query of the block sees, masked
             bias = pe.attention_bias(q_positions[start:stop], k_positions[a:b])  # (H, c, n)

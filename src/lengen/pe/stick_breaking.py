@@ -128,13 +128,13 @@ def tiled_stick_breaking(
     blocks (freed tiles are reused, not kept as heap of a new size); keys past a query inside
     its tile are masked, as in the one-block path.
     """
-    batch, heads, q_len, head_dim = q.shape
-    k_len = k.shape[2]
+    batch, heads, q_len, _ = q.shape
+    k_len, width = k.shape[2], v.shape[-1]  # v may be narrower than q (one-hot weight probes)
     offset = k_len - q_len  # query i is the token of key i + offset
     dtype = torch.promote_types(q.dtype, torch.float32)  # fp32, or fp64 when given fp64
     key_tile = max(1, min(key_tile, k_len))
     block = max(1, min(q_len, max_elements // (batch * heads * key_tile)))
-    out = torch.empty(batch, heads, q_len, head_dim, dtype=v.dtype, device=v.device)
+    out = torch.empty(batch, heads, q_len, width, dtype=v.dtype, device=v.device)
     with torch.autocast(q.device.type, enabled=False):
         k_reversed = k.to(dtype).flip(2)  # (B, H, Tk, hd): key j at Tk − 1 − j
         v_reversed = v.to(dtype).flip(2)
@@ -144,7 +144,7 @@ def tiled_stick_breaking(
             q_block = q[:, :, start:stop].to(dtype)  # (B, H, c, hd)
             query_index = torch.arange(first, visible, device=q.device)[:, None]  # (c, 1)
             carry = q_block.new_zeros(batch, heads, stop - start, 1)  # Σ log(1 − β), walked keys
-            mixed = q_block.new_zeros(batch, heads, stop - start, head_dim)  # Σ_j A_ij v_j
+            mixed = q_block.new_zeros(batch, heads, stop - start, width)  # Σ_j A_ij v_j
             taken = q_block.new_zeros(batch, heads, stop - start, 1)  # Σ_j A_ij
             tile_stop = min(k_len, -(-visible // key_tile) * key_tile)  # a multiple, or Tk
             for tile_end in range(tile_stop, 0, -key_tile):  # keys [a, tile_end), nearest first
