@@ -86,3 +86,35 @@ def test_members_with_their_own_learning_rates_train_as_their_solo_runs(tmp_path
         torch.testing.assert_close(
             torch.tensor(losses(tmp_path / name)), torch.tensor(solo_losses(cfg)), rtol=0, atol=1e-5
         )
+
+
+def test_members_trained_in_length_groups_train_as_their_solo_runs(tmp_path, single_thread):
+    from lengen.pack.engine import GROUP_COST, length_groups
+
+    cfgs = [
+        small("trainer.max_steps=6", "trainer.val_check_interval=6", f"seed={s}") for s in range(4)
+    ]
+    streams = [build(cfg)[0] for cfg in cfgs]
+    lengths = [
+        [data.train_batch(step)["targets"].shape[1] for data in streams] for step in range(6)
+    ]
+    assert any(len(length_groups(step, GROUP_COST["cpu"])) > 1 for step in lengths)
+    train_pack(cfgs, [tmp_path / str(s) for s in range(4)])
+    for seed, cfg in enumerate(cfgs):
+        torch.testing.assert_close(
+            torch.tensor(losses(tmp_path / str(seed))),
+            torch.tensor(solo_losses(cfg)),
+            rtol=0,
+            atol=1e-5,
+        )
+
+
+def test_length_groups_partition_the_members_and_pad_less():
+    from lengen.pack.engine import length_groups
+
+    lengths = [5, 7, 29, 21, 3, 16, 16, 9]
+    groups = length_groups(lengths, 1.0)
+    assert sorted(i for group in groups for i in group) == list(range(8))
+    padded = sum(len(group) * max(lengths[i] for i in group) for group in groups)
+    assert len(groups) > 1 and padded < len(lengths) * max(lengths)
+    assert length_groups(lengths, float("inf")) == [list(range(8))]  # a GPU: one call

@@ -164,19 +164,25 @@ class StackedModels:
         mean = summed / tokens
         return mean, (mean.detach(), summed.detach(), correct)
 
-    def gradients(self, inputs: dict, targets: Tensor, tokens: Tensor):
-        """Every member's gradient of its mean loss (into ``grads``, whose slices are the
-        optimiser's parameters' ``.grad``)
-        -> (mean losses (M,), summed losses (M,), correct tokens (M,)), on the device.
+    def gradients(self, inputs: dict, targets: Tensor, tokens: Tensor, members=None):
+        """The gradients of the mean losses of ``members`` (indices into the stack, all of them
+        by default), written into their slices of ``grads`` (the optimiser's parameters'
+        ``.grad``) -> their (mean losses, summed losses, correct tokens), each (m,), on the device.
 
-        ``inputs`` {name: (M, B, T)} (grid positions (M, T, A)), ``targets`` (M, B, T),
-        ``tokens`` (M,) each member's scored tokens, at least 1."""
+        ``inputs`` {name: (m, B, T)} (grid positions (m, T, A)), ``targets`` (m, B, T),
+        ``tokens`` (m,) each member's scored tokens, at least 1."""
+        params, buffers, index = self.params, self.buffers, None
+        if members is not None and list(members) != list(range(self.size)):
+            index = torch.tensor(members, device=self.device)
+            params = {name: p[index] for name, p in params.items()}
+            buffers = {name: b[index] for name, b in buffers.items()}
         step = vmap(grad_and_value(self._member_loss, has_aux=True), randomness="error")
-        grads, (_, (mean, summed, correct)) = step(
-            self.params, self.buffers, inputs, targets, tokens
-        )
+        grads, (_, (mean, summed, correct)) = step(params, buffers, inputs, targets, tokens)
         for name, buffer in self.grads.items():  # the views' .grad: slices of these
-            buffer.copy_(grads[name])
+            if index is None:
+                buffer.copy_(grads[name])
+            else:
+                buffer.index_copy_(0, index, grads[name])
         return mean, summed, correct
 
     def discard(self, members: list[int]) -> None:
