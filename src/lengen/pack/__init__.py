@@ -14,9 +14,11 @@ T5's bias) take their training paths as a solo run does.
 
 Members may differ in ``PACKABLE_KEYS``: ``seed``, ``data.seed`` and ``optim.lr``.
 
-Independence, member by member: its own data stream (its ``data.seed``/``seed``; a causal
-decoder's batches are right-padded to the pack's longest, the padding unscored and unseen by
-earlier positions), its gradient-clipping norm, its AdamW (torch's, whose parameters are the
+Independence, member by member: its own data stream (its ``data.seed``/``seed``, its own
+length each step; a causal decoder's batches are right-padded to the longest of the members
+trained in one call, the padding unscored and unseen by earlier positions; on a CPU members of
+similar length are grouped into calls so that little is padded, on a GPU one call takes all),
+its gradient-clipping norm, its AdamW (torch's, whose parameters are the
 member's slices of the stacked tensors, in parameter groups of its own at its own learning
 rate: the solo run's kernel, update and state), its criterion stop (it leaves the pack with the
 weights of that step), its divergence (a non-finite loss stops that member with the solo run's
