@@ -30,7 +30,9 @@ of the second gates' logs over l = i+1 … j. x-transformers starts the gates' b
 
 **Kernel.** ``attention`` builds the bias c_i − c_j one block of queries at a time, within
 ``MAX_SCORE_ELEMENTS`` scores, and passes it to SDPA as a float mask (the fused CPU kernel takes
-it), so memory grows linearly with length. Gates and cumulative sums are fp32.
+it), so memory grows linearly with length. Gates and cumulative sums are fp32. Without autograd
+(evaluation) the blocks write into one bias buffer per call instead of a new tensor each, which
+glibc would keep as heap (docs/benchmarks.md, "Long evaluation memory (2024–26 mechanisms)").
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ to the block's end once (k̃ = k − (D N (W kᵀ)_{r'>j})ᵀ W); each query blo
 within the block from masked products, and then walks back through the earlier blocks, taking
 q̂·k̃ with each and carrying q̂ through the block's product (q̂ ← q̂ − q̂ Wᵀ D N W). Work grows as
 T²·(hd + C), memory as one (B, H, C, T) block of logits (C ≤ 64, smaller when needed to stay
-within ``MAX_SCORE_ELEMENTS``), in fp32.
+within ``MAX_SCORE_ELEMENTS``), in fp32; without autograd (evaluation) every block's logits are
+written into one buffer per call and their softmax taken in place.
 
 **Cached decoding** is exact by recomputation: the cache keeps every key's raw key, w and β
 (and forget gate); each step's call recomputes the keys' block transforms over the whole prefix

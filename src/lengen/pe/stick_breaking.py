@@ -22,7 +22,9 @@ query backwards, so the terms near the query are exact).
 
 Causal only: the stick is broken in the order of distance to the query, which a bidirectional
 stack has no form for. ``attention`` builds the (B, H, c, Tk) weights one block of queries at a
-time within ``MAX_SCORE_ELEMENTS`` (memory linear in length), in fp32.
+time within ``MAX_SCORE_ELEMENTS`` (memory linear in length), in fp32. Without autograd
+(evaluation) ``tiled_stick_breaking`` walks tiles of ``KEY_TILE`` keys instead, carrying the
+sum of log(1 − β) from tile to tile: memory bounded by the tile, not the length.
 """
 
 from __future__ import annotations
