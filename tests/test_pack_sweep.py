@@ -178,6 +178,13 @@ def test_a_pack_sweep_trains_each_member_into_its_own_run_directory(sweep):
     ]
 
 
+def test_every_member_has_its_own_train_log_as_a_solo_run(sweep):
+    assert sweep.first.returncode == 0, sweep.first.stderr[-3000:]
+    runs = sorted(p for p in sweep.folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    # Hydra's job log is the pack job's folder's (the first member's); the others get their own
+    assert [(p / "train.log").is_file() for p in runs] == [True, True, True]
+
+
 def test_each_job_counts_the_runs_it_trains(sweep):
     lines = sweep.first.stdout.splitlines()
     assert any(line.startswith("sweep: runs 1–2 of 3 (a pack of 2: ") for line in lines)
@@ -254,3 +261,18 @@ def test_the_pack_benchmark_trains_both_ways_and_writes_what_it_measured(tmp_pat
     assert {"pack_total_ratio", "runs_per_hour_ratio", "memory_per_member_mib", "met"} <= set(
         written
     )
+
+
+def test_log_records_during_a_pack_reach_every_members_train_log(tmp_path):
+    import logging
+
+    from lengen.pack.engine import member_logs
+
+    folders = [tmp_path / "a", tmp_path / "b"]
+    for folder in folders:
+        folder.mkdir()
+    with member_logs(folders):
+        logging.getLogger("lengen.test").warning("a line for every member")
+    logging.getLogger("lengen.test").warning("after the pack: nobody's")
+    logs = [(folder / "train.log").read_text() for folder in folders]
+    assert all("a line for every member" in log and "nobody's" not in log for log in logs)

@@ -30,7 +30,7 @@ from lengen.data.source import IGNORE, mix_seed
 from lengen.errors import ConfigError, Preempted
 from lengen.pack.member import Member
 from lengen.pack.stack import StackedModels
-from lengen.packable import PACK_KEY, pack_refusal, pack_signature
+from lengen.packable import PACK_KEY, PACKABLE_KEYS, pack_refusal, pack_signature
 from lengen.process import acted_on_signal, install_preemption_handlers, received_signal
 from lengen.rundir import RunDirectory
 
@@ -67,6 +67,7 @@ def train_pack(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path]) -> li
     with contextlib.ExitStack() as owned:
         for member in members:  # each directory locked while the pack runs
             member.start(owned.enter_context(member.directory.owned(member.cfg)))
+        owned.enter_context(member_logs([member.directory.path for member in members]))
         device = pack_device(cfgs[0])
         prepare(members, device)
         for cohort in cohorts(members):
@@ -74,6 +75,38 @@ def train_pack(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path]) -> li
             for index, outcome in run.train().items():
                 results[index] = outcome
     return results
+
+
+@contextlib.contextmanager
+def member_logs(paths: Sequence[Path]):
+    """Each member's ``train.log``, as Hydra's job log gives a solo run its own: the process's
+    log records (Lightning's lines) go to every member's file while the pack trains. Hydra's own
+    handler already writes the pack job's folder (the first member's); that file is left to it."""
+    import logging
+
+    root = logging.getLogger()
+    taken = {
+        Path(handler.baseFilename).resolve()
+        for handler in root.handlers
+        if isinstance(handler, logging.FileHandler)
+    }
+    handlers = []
+    for path in paths:
+        log = (path / "train.log").resolve()
+        if log in taken:
+            continue
+        handler = logging.FileHandler(log, mode="a", encoding="utf-8")
+        handler.setFormatter(
+            logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+        )
+        root.addHandler(handler)
+        handlers.append(handler)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            root.removeHandler(handler)
+            handler.close()
 
 
 def check_members(cfgs: list[DictConfig], paths: list[Path]) -> None:
@@ -86,7 +119,7 @@ def check_members(cfgs: list[DictConfig], paths: list[Path]) -> None:
         if pack_signature(cfg) != first:
             raise ConfigError(
                 f"{PACK_KEY}: the members' configs differ in more than the packable keys "
-                f"(seed, data.seed); allowed: members that differ only in those"
+                f"({', '.join(PACKABLE_KEYS)}); allowed: members that differ only in those"
             )
     resolved = [path.resolve() for path in paths]
     if len(set(resolved)) != len(resolved):
