@@ -185,6 +185,12 @@ def test_every_member_has_its_own_train_log_as_a_solo_run(sweep):
     assert [(p / "train.log").is_file() for p in runs] == [True, True, True]
 
 
+def test_a_pack_prints_its_estimate_before_training(sweep):
+    lines = sweep.first.stdout.splitlines()
+    estimates = [line for line in lines if line.startswith("estimate:")]
+    assert any("for the pack of 2 runs" in line for line in estimates), estimates
+
+
 def test_each_job_counts_the_runs_it_trains(sweep):
     lines = sweep.first.stdout.splitlines()
     assert any(line.startswith("sweep: runs 1–2 of 3 (a pack of 2: ") for line in lines)

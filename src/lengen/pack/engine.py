@@ -288,6 +288,7 @@ class PackRun:
             states = [m.state["optimizer_states"][0] for m in active]
             stacked.load_states(states, [m.state["lr_schedulers"][0] for m in active])
         size = len(active)
+        print_estimate(active[0], self.device, self.max_steps - step, size)
         causal = getattr(active[0].model, "causal", False) is True
         install_preemption_handlers(signal.SIGINT)  # a signal received before stays remembered
         try:
@@ -393,22 +394,42 @@ class PackRun:
         self.outcomes[member.index] = member.finish(step, self.device, pack, timing)
 
 
-def member_timing(member: Member, device, timer: PackTimer, size: int, first: bool, started):
-    """The member's entry in this machine's calibration (``RunTiming``): its evaluation and,
-    for the pack's first member only, the pack's step time (``train pack``) and start-up."""
+def member_costs(member: Member, device):
+    """(Estimate, one member's step FLOPs, its evaluation FLOPs, protocol): what this machine's
+    calibration is asked and told, as ``RunTiming`` does for a solo run."""
     from lengen.caches import calibration_file
     from lengen.progress import Estimate, eval_flops, machine_key, train_step_flops
 
     cfg, data, model = member.cfg, member.data, member.model
+    estimate = Estimate(calibration_file(), machine_key(device.type, 1), device.type)
+    n_params = sum(p.numel() for p in model.parameters())
+    sizes = (n_params, int(cfg.model.n_layers), int(cfg.model.d_model))
+    step = train_step_flops(*sizes, data.batch_size, data.sequence_length(data.train_len))
+    samples = int(cfg.eval.get("samples") or 1)
+    lengths = [data.sequence_length(n) for n in member.lengths]
+    evaluation = eval_flops(*sizes, samples, lengths)
+    return estimate, step, evaluation, str(cfg.eval.get("decoding") or "teacher_forced")
+
+
+def print_estimate(member: Member, device, steps: int, size: int) -> None:
+    """The pack's wall-time estimate, printed before its first step as a solo run prints its
+    own: ``steps`` × one pack step of ``size`` members, plus every member's evaluation."""
     try:
-        estimate = Estimate(calibration_file(), machine_key(device.type, 1), device.type)
-        n_params = sum(p.numel() for p in model.parameters())
-        sizes = (n_params, int(cfg.model.n_layers), int(cfg.model.d_model))
-        step = train_step_flops(*sizes, data.batch_size, data.sequence_length(data.train_len))
-        samples = int(cfg.eval.get("samples") or 1)
-        lengths = [data.sequence_length(n) for n in member.lengths]
-        evaluation = eval_flops(*sizes, samples, lengths)
-        protocol = str(cfg.eval.get("decoding") or "teacher_forced")
+        estimate, step, evaluation, protocol = member_costs(member, device)
+        lengths = len(member.lengths)
+        line = estimate.line(steps, step, evaluation, protocol, lengths, members=size)
+    except Exception as error:  # noqa: BLE001 - an estimate never stops a run
+        line = f"estimate: none ({type(error).__name__}: {error})"
+    if member.cfg.trainer.get("criterion_target") is not None:
+        line += "; at most: the criterion may stop training sooner"
+    print(line, flush=True)
+
+
+def member_timing(member: Member, device, timer: PackTimer, size: int, first: bool, started):
+    """The member's entry in this machine's calibration (``RunTiming``): its evaluation and,
+    for the pack's first member only, the pack's step time (``train pack``) and start-up."""
+    try:
+        estimate, step, evaluation, protocol = member_costs(member, device)
     except Exception:  # noqa: BLE001 - an estimate never stops a run
         return None
     timing = MemberTiming(estimate, timer, step, evaluation, protocol, len(member.lengths))
