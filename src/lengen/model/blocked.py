@@ -27,6 +27,10 @@ MAX_CACHED_MASKS = 16
 
 #: Keys per tile of ``tiled_contextual_attention``
 CONTEXTUAL_KEY_TILE = 512
+#: Its tiles' transients, B·H·c·n scores × ``pe.score_copies``, at most this many floats (16 MiB):
+#: with MAX_BIAS_ELEMENTS' 64 MiB, DAPE's resident peak at 8,192 tokens was 2.06× RoPE's
+#: (results/bench/cpu_long_eval_memory_path_dape.json, first DAPE row)
+CONTEXTUAL_TILE_ELEMENTS = 1 << 22
 
 
 def blocked_bias_attention(

@@ -59,6 +59,7 @@ from torch import Tensor
 
 from lengen.model.blocked import (
     CONTEXTUAL_KEY_TILE,
+    CONTEXTUAL_TILE_ELEMENTS,
     _sdpa_causal_offset,
     blocked_bias_attention,
     local_attention,
@@ -174,9 +175,10 @@ def attend(
     if _tiles_contextual(q, k, pe, dropout_p):  # DAPE evaluated on a CPU, beyond one tile
         tile = CONTEXTUAL_KEY_TILE
         per_row = q.shape[0] * q.shape[1] * tile * pe.score_copies  # B · H · n · copies
+        budget = min(max_bias_elements, CONTEXTUAL_TILE_ELEMENTS)
         return tiled_contextual_attention(
             q, k, v, causal=causal, pe=pe, q_positions=q_positions, k_positions=k_positions,
-            scale=scale, query_block=max(1, min(q.shape[2], max_bias_elements // per_row)),
+            scale=scale, query_block=max(1, min(q.shape[2], budget // per_row)),
             key_tile=tile,
         )  # fmt: skip
     return blocked_bias_attention(
