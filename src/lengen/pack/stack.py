@@ -10,6 +10,7 @@ cannot move its weights (AdamW moves parameters even at zero gradient).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import torch
@@ -18,6 +19,7 @@ from torch.func import functional_call, grad_and_value, vmap
 
 from lengen.data.source import IGNORE
 from lengen.lit import warmup_cosine
+from lengen.pack.attention import packed_attention
 
 
 def decays(name: str, param: Tensor) -> bool:
@@ -177,7 +179,10 @@ class StackedModels:
             params = {name: p[index] for name, p in params.items()}
             buffers = {name: b[index] for name, b in buffers.items()}
         step = vmap(grad_and_value(self._member_loss, has_aux=True), randomness="error")
-        grads, (_, (mean, summed, correct)) = step(params, buffers, inputs, targets, tokens)
+        # the CPU's fused attention has no batching rule: folded over the members instead
+        batched = packed_attention() if self.device.type == "cpu" else contextlib.nullcontext()
+        with batched:
+            grads, (_, (mean, summed, correct)) = step(params, buffers, inputs, targets, tokens)
         for name, buffer in self.grads.items():  # the views' .grad: slices of these
             if index is None:
                 buffer.copy_(grads[name])
