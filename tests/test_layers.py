@@ -26,7 +26,8 @@ LAYERS = (
     ("schema",),  # the typed configs' rules, from checks' positive_int
     ("options",),  # the run's typed configs, on schema
     ("pe", "config", "loggers"),  # loggers: on the typed logger configs of options
-    ("model", "data", "plots"),
+    ("model",),  # model/config.py: the model's typed configs, which the data layer reads too
+    ("data", "plots"),
     ("evaluation", "build", "checkpoints"),
     ("lit", "rundir", "packable"),  # packable: which configs share a pack (the pre-check's)
     ("sweep_packs",),  # a sweep's jobs grouped into packs, and how a pack travels as one job

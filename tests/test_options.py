@@ -11,7 +11,7 @@ import pytest
 
 import lengen.model
 from lengen.model.transformer import Stack
-from lengen.options import model_options
+from lengen.model.config import model_config
 from lengen.pe import NoPE
 
 
@@ -20,8 +20,8 @@ def test_a_model_class_consumes_the_config_found_without_torch(name):
     cls = getattr(lengen.model, name)
     assert (
         cls.Options
-        is model_options(f"lengen.model.{name}")
-        is model_options(f"lengen.model.transformer.{name}")
+        is model_config(f"lengen.model.{name}")
+        is model_config(f"lengen.model.transformer.{name}")
     )
 
 
@@ -34,7 +34,7 @@ def test_stacks_agree_with_the_built_models(name):
 
 
 def test_a_model_of_the_users_is_not_known():
-    assert model_options("mypackage.models.MyDecoder") is None
+    assert model_config("mypackage.models.MyDecoder") is None
 
 
 def test_options_import_no_torch():

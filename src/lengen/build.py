@@ -43,9 +43,9 @@ def instantiate_named(node: DictConfig, **kwargs):
 def model_kind(cfg: DictConfig) -> str:
     """``decoder``, ``encoder`` or ``encoder_decoder``: read without torch for lengen's models
     (their config classes, ``lengen.options``), from the class for a model of the user's."""
-    from lengen.options import model_options
+    from lengen.model.config import model_config
 
-    options = model_options(cfg.model._target_)
+    options = model_config(cfg.model._target_)
     kind = options.kind if options is not None else None
     if kind is None:
         from hydra.utils import get_class

@@ -1,8 +1,7 @@
 """The run's typed configs, without torch: the top-level keys, the model, the optimiser, the
 evaluation, the trainer keys lengen reads and the loggers (``lengen.schema``; each encoding's is
 beside it in ``lengen.pe.config``, each task's and data source's in its module in
-``lengen.data``). The model's stay here, below the data layer, which reads them too (a text
-window's layout depends on the model kind), and the data layer may not import the model's.
+``lengen.data``, the model's beside the model in ``lengen.model.config``).
 
 Each class's fields are the keys of its yaml (``configs/model/*.yaml``, ``configs/eval/*.yaml``,
 ``configs/trainer/*.yaml``, ``configs/logger/*.yaml``, train.yaml's ``optim`` and top-level
@@ -18,7 +17,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from lengen.checks import check_heads
 from lengen.results import RATIO_THRESHOLDS
 from lengen.schema import (
     Config,
@@ -31,9 +29,6 @@ from lengen.schema import (
     spelled_one_of,
 )
 
-#: ``model.attention``: ``auto`` picks among SDPA paths (``lengen.model.kernels``); ``flex``
-#: sends relative biases at full passes to FlexAttention
-KERNELS = ("auto", "flex")
 #: ``eval.decoding``: the evaluation protocols of tasks
 PROTOCOLS = ("teacher_forced", "greedy")
 #: ``eval.protocol``: how language modelling scores its windows (``lengen.evaluation.text``)
@@ -191,61 +186,6 @@ class RunConfig(Config):
     resume: bool | str = option(False, _resume)
     #: a run directory (or .ckpt) whose weights initialise the model
     init_from: str | None = option(None, _init_from)
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelConfig(Config):
-    """A model's keys (``configs/model/<kind>.yaml``); the decoder's config, and the keys a
-    user's model is checked for (``lengen.preflight.validate``)."""
-
-    prefix: ClassVar[str] = "model"
-    #: the data layout the model reads (``decoder``, ``encoder``, ``encoder_decoder``)
-    kind: ClassVar[str] = "decoder"
-    #: the causality of each stack with an encoding of its own, as the classes build them
-    stacks: ClassVar[tuple[bool, ...]] = (True,)
-
-    d_model: int = option(128, integer())
-    n_layers: int = option(2, integer())
-    n_heads: int = option(4, integer())
-    d_ff: int = option(512, integer())
-    dropout: float = option(0.0, interval(0.0, 1.0, open_high=True))
-    #: share the input embedding and the output projection (T5's output scaling)
-    tie_embeddings: bool = option(False, flag())
-    #: torch.compile the training forward (applied by lengen.lit)
-    compile: bool = option(False, flag())
-    attention: str = option("auto", one_of(*KERNELS))
-
-    def check(self) -> None:
-        check_heads(self.d_model, self.n_heads)
-
-
-@dataclasses.dataclass(frozen=True)
-class DecoderOnlyConfig(ModelConfig):
-    pass
-
-
-@dataclasses.dataclass(frozen=True)
-class EncoderOnlyConfig(ModelConfig):
-    kind: ClassVar[str] = "encoder"
-    stacks: ClassVar[tuple[bool, ...]] = (False,)
-
-
-@dataclasses.dataclass(frozen=True)
-class EncoderDecoderConfig(ModelConfig):
-    # the encoder is bidirectional, the decoder causal
-    kind: ClassVar[str] = "encoder_decoder"
-    stacks: ClassVar[tuple[bool, ...]] = (False, True)
-    #: the decoder's depth; null: n_layers
-    n_decoder_layers: int | None = option(None, integer(nullable=True))
-
-
-def model_options(target: str | None) -> type[ModelConfig] | None:
-    """The config class of a lengen model's ``_target_`` (``lengen.model.DecoderOnly`` or
-    ``lengen.model.transformer.DecoderOnly``), found by name; None for a user's model."""
-    if not isinstance(target, str) or not target.startswith("lengen.model."):
-        return None
-    found = globals().get(target.rpartition(".")[2] + "Config")
-    return found if isinstance(found, type) and issubclass(found, ModelConfig) else None
 
 
 @dataclasses.dataclass(frozen=True)

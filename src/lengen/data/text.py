@@ -323,10 +323,10 @@ class TextData:
         named) and the text evaluation's keys; ConfigError naming the key."""
         from omegaconf import OmegaConf
 
-        from lengen.options import model_options
+        from lengen.model.config import model_config
 
         try:
-            options = model_options(cfg.model.get("_target_"))
+            options = model_config(cfg.model.get("_target_"))
             if options is not None:  # a user's model: its kind is read when it is built
                 check_model_kind(options.kind)
             options = cls.Options.from_node(OmegaConf.to_container(cfg.data, resolve=True))

@@ -65,13 +65,13 @@ from lengen.model.blocked import (
     local_attention,
     tiled_contextual_attention,
 )
+from lengen.model.config import KERNELS
 from lengen.model.relative import (
     DENSE_MASK_ELEMENTS,
     RELATIVE_QUERY_BLOCK,
     _relative_table,
     relative_bias_attention,
 )
-from lengen.options import KERNELS
 from lengen.pe.base import PositionalEncoding
 from lengen.schema import one_of
 
@@ -216,7 +216,7 @@ def choose_kernel(
 
     Args:
         pe: the stack's encoding (None: no positional logits, e.g. cross-attention).
-        option: ``model.attention`` (``lengen.options.KERNELS``).
+        option: ``model.attention`` (``lengen.model.config.KERNELS``).
         training: whether gradients will flow (FlexAttention has no CPU backward).
         device_type: ``cpu``, ``cuda``, … or None when not yet known.
         dropout: the attention dropout probability that will be applied.

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from torch import Tensor, nn
 
-from lengen import options
+from lengen.model import config
 from lengen.model.attention import MultiHeadAttention
 from lengen.model.cache import DecodingCache, LayerCache
 from lengen.model.kernels import choose_kernel
@@ -160,7 +160,7 @@ class _Transformer(nn.Module):
     """Shared sizes, embedding, output head and initialisation; subclasses build the stacks."""
 
     #: the typed config (lengen.options): options, defaults, checks, and the model's kind
-    Options = options.ModelConfig
+    Options = config.ModelConfig
     kind = Options.kind
 
     def __init_subclass__(cls, **kwargs) -> None:
@@ -229,7 +229,7 @@ class _Transformer(nn.Module):
 class DecoderOnly(_Transformer):
     """Causal language model over the whole sequence."""
 
-    Options = options.DecoderOnlyConfig
+    Options = config.DecoderOnlyConfig
     causal = True
 
     def build_stacks(self, pe: PEFactory, sizes: dict) -> None:
@@ -256,7 +256,7 @@ class DecoderOnly(_Transformer):
 class EncoderOnly(DecoderOnly):
     """Bidirectional encoder; answers are read from answer slots (Chomsky-hierarchy style)."""
 
-    Options = options.EncoderOnlyConfig
+    Options = config.EncoderOnlyConfig
     causal = False
 
 
@@ -268,7 +268,7 @@ class EncoderDecoder(_Transformer):
     ``MultiHeadAttention``). Source and target share the token embedding and vocabulary.
     """
 
-    Options = options.EncoderDecoderConfig
+    Options = config.EncoderDecoderConfig
 
     def build_stacks(self, pe: PEFactory, sizes: dict) -> None:
         self.encoder = Stack(pe, causal=False, **sizes)

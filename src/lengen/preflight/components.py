@@ -8,7 +8,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lengen.build import build, build_data, user_errors
 from lengen.config import eval_lengths
-from lengen.options import model_options
+from lengen.model.config import model_config
 from lengen.preflight.resources import cuda_available
 
 
@@ -35,7 +35,7 @@ def check_components(cfg: DictConfig) -> bool:
         )
         if positions is None:
             data, _, positions = build_data(cfg)
-        options = model_options(model._target_)
+        options = model_config(model._target_)
         node = OmegaConf.to_container(cfg.pe, resolve=True)
         sizes = dict(d_model=model.d_model, n_heads=model.n_heads, n_layers=model.n_layers)
         known = [

@@ -25,15 +25,14 @@ from omegaconf.errors import OmegaConfBaseException
 from lengen.checks import check_batch_split, positive_int
 from lengen.config import eval_lengths
 from lengen.errors import ConfigError
+from lengen.model.config import ModelConfig, model_config
 from lengen.options import (
     DataSeedConfig,
     EvalConfig,
-    ModelConfig,
     OptimConfig,
     RunConfig,
     TrainerConfig,
     logger_options,
-    model_options,
 )
 from lengen.preflight.command import group_choices
 from lengen.rundir import resolved_config
@@ -133,7 +132,7 @@ def _validate(cfg: DictConfig) -> Checked:
     batch_size = cfg.data.get("batch_size")
     if world and isinstance(batch_size, int):
         _checked(check_batch_split, batch_size, world)
-    options = model_options(cfg.model.get("_target_"))
+    options = model_config(cfg.model.get("_target_"))
     if options is None:  # a user's model: the keys every model has (its own: its constructor)
         node = OmegaConf.masked_copy(
             cfg.model, [k for k in ModelConfig.option_names() if k in cfg.model]

@@ -1,0 +1,75 @@
+"""The model's typed configs, without torch (``configs/model/<kind>.yaml``): each class's
+fields are the keys of its yaml with their one default and rule (``tests/test_configs.py``
+compares them). Beside the model classes (``lengen.model.transformer``), each of which names
+its config in ``Options``; the pre-check and the data layer (a text window's layout depends on
+the model kind) find a lengen model's config here by its ``_target_`` (``model_config``), with
+no torch imported: ``lengen.model`` loads its classes on first use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from lengen.checks import check_heads
+from lengen.schema import Config, flag, integer, interval, one_of, option
+
+#: ``model.attention``: ``auto`` picks among SDPA paths (``lengen.model.kernels``); ``flex``
+#: sends relative biases at full passes to FlexAttention
+KERNELS = ("auto", "flex")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig(Config):
+    """A model's keys (``configs/model/<kind>.yaml``); the decoder's config, and the keys a
+    user's model is checked for (``lengen.preflight.validate``)."""
+
+    prefix: ClassVar[str] = "model"
+    #: the data layout the model reads (``decoder``, ``encoder``, ``encoder_decoder``)
+    kind: ClassVar[str] = "decoder"
+    #: the causality of each stack with an encoding of its own, as the classes build them
+    stacks: ClassVar[tuple[bool, ...]] = (True,)
+
+    d_model: int = option(128, integer())
+    n_layers: int = option(2, integer())
+    n_heads: int = option(4, integer())
+    d_ff: int = option(512, integer())
+    dropout: float = option(0.0, interval(0.0, 1.0, open_high=True))
+    #: share the input embedding and the output projection (T5's output scaling)
+    tie_embeddings: bool = option(False, flag())
+    #: torch.compile the training forward (applied by lengen.lit)
+    compile: bool = option(False, flag())
+    attention: str = option("auto", one_of(*KERNELS))
+
+    def check(self) -> None:
+        check_heads(self.d_model, self.n_heads)
+
+
+@dataclasses.dataclass(frozen=True)
+class DecoderOnlyConfig(ModelConfig):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderOnlyConfig(ModelConfig):
+    kind: ClassVar[str] = "encoder"
+    stacks: ClassVar[tuple[bool, ...]] = (False,)
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderDecoderConfig(ModelConfig):
+    # the encoder is bidirectional, the decoder causal
+    kind: ClassVar[str] = "encoder_decoder"
+    stacks: ClassVar[tuple[bool, ...]] = (False, True)
+    #: the decoder's depth; null: n_layers
+    n_decoder_layers: int | None = option(None, integer(nullable=True))
+
+
+def model_config(target: str | None) -> type[ModelConfig] | None:
+    """The config class of a lengen model's ``_target_`` (``lengen.model.DecoderOnly`` or
+    ``lengen.model.transformer.DecoderOnly``): ``<Class>Config`` in this module, as each
+    encoding's config is ``<Class>Config`` in its own module; None for a user's model."""
+    if not isinstance(target, str) or not target.startswith("lengen.model."):
+        return None
+    found = globals().get(target.rpartition(".")[2] + "Config")
+    return found if isinstance(found, type) and issubclass(found, ModelConfig) else None
