@@ -360,9 +360,9 @@ def test_build_gives_the_encoding_axes_and_per_axis_extents():
 
 
 def test_memory_check_counts_a_grid_side_as_side_squared_tokens(monkeypatch):
-    import lengen.preflight as build_module
+    import lengen.preflight.resources as resources  # check_memory reads it from its own room
 
-    monkeypatch.setattr(build_module, "available_memory", lambda cfg: (2**30, "CPU"))
+    monkeypatch.setattr(resources, "available_memory", lambda cfg: (2**30, "CPU"))
     common = ("model=encoder", "data.len=30", "data.batch_size=64")
     check_memory(compose_train("data=copy", *common))  # 30 tokens an instance: fits
     with pytest.raises(ConfigError, match=r"^data\.len=30: .* 30\^2 = 900 positions"):
