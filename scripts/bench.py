@@ -445,11 +445,17 @@ def main(argv: list[str] | None = None) -> dict:
     results["targets"] = targets(results, pes)
     print("\n".join(["targets:", *results["targets"]]))
     if args.json:
-        from lengen.atomic import atomic_write
-
-        atomic_write(args.json, json.dumps(results, indent=1) + "\n")
-        print(f"wrote {args.json}")
+        write_json(args.json, results)
     return results
+
+
+def write_json(path: Path, results: dict) -> None:
+    """A benchmark's results as JSON, written atomically (its folder made), and say where."""
+    from lengen.atomic import atomic_write
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(results, indent=1) + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

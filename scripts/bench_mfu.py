@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import sys
 import time
 from pathlib import Path
@@ -262,10 +261,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"  mfu rope: {results['mfu']['tokens_per_s']:.0f} tok/s, MFU {results['mfu']['mfu']}"
         )
     if args.json:
-        from lengen.atomic import atomic_write
-
-        atomic_write(args.json, json.dumps(results, indent=1) + "\n")
-        print(f"wrote {args.json}")
+        bench.write_json(args.json, results)
     return results
 
 

@@ -23,7 +23,6 @@ difference. Timed numbers need a quiet machine.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -157,11 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
         results["bf16_loss_minus_fp32"] = round(loss_gap, 5)
         print(f"verdict: bf16-mixed is {speed:.2f}x fp32's speed; loss difference {loss_gap:+.4f}")
     if args.json:
-        from lengen.atomic import atomic_write
-
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(args.json, json.dumps(results, indent=1) + "\n")
-        print(f"wrote {args.json}")
+        bench.write_json(args.json, results)
     return results
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import json
 import pstats
 import sys
 from pathlib import Path
@@ -165,11 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
     show("lengen", results["lengen"])
     show("plain", results["plain"])
     if args.json:
-        from lengen.atomic import atomic_write
-
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(args.json, json.dumps(results, indent=1) + "\n")
-        print(f"wrote {args.json}")
+        bench.write_json(args.json, results)
     return results
 
 
