@@ -56,7 +56,8 @@ MARKS = {
     "[draws ±s]": "the std over the position draws that evaluation averaged over (randomized "
     "positions; mean over seeds, `draw_std` in summary.csv)",
     "≤b": "not above the trivial baseline, the best constant answer per position on the same "
-    "instances (`baseline` in summary.csv): the mean with n=1, the CI's lower end with n ≥ 2",
+    "instances (`baseline` in summary.csv): no seed above it by more than 0.01, or the CI's upper "
+    "end not; seeds that disagree, with a CI too wide to decide, get no mark",
     "[k NaN]": "k seeds' values were NaN (a diverged run): left out of n and of the statistics, "
     "counted in `n_nan` of summary.csv",
 }

@@ -17,6 +17,13 @@ import pandas as pd
 import scipy.stats
 
 from lengen.aggregate.load import RunRecord, config_hash, identity, load_runs
+from lengen.aggregate.verdicts import (
+    DEFAULT_TEST_RULE,
+    annotate_rows,
+    comparison_verdicts,
+    parse_test_rule,
+    trained_runs,
+)
 from lengen.identity import AVERAGED_MAY_DIFFER
 from lengen.results import (
     LEARNED_ACCURACY,
@@ -43,6 +50,9 @@ SUMMARY_COLUMNS = (
     *("best_of_seeds", "n_not_learned", "n_examples", "chance_accuracy", "baseline"),
     *("above_baseline", "draw_std", "position_draws", "worst_of_seeds", "min", "max"),
     "n_nan",  # seeds whose value was NaN: left out of n_seeds and of every statistic
+    # whether the row's comparison is a test of its claim, and the runs of its configuration
+    # that reached the in-distribution criterion (lengen.aggregate.verdicts)
+    *("comparison", "n_reached"),
 )
 #: ratios.csv: ρ_τ per configuration × protocol × τ, over seeds (``ratio_rows``)
 RATIO_COLUMNS = (
@@ -85,6 +95,8 @@ class Summary:
     reached_criterion: bool = False
     statistic: str = "mean"
     ratio_thresholds: tuple[float, ...] = RATIO_THRESHOLDS
+    test_rule: tuple[int, int] = parse_test_rule(DEFAULT_TEST_RULE)  # (K, N): K of N seeds
+    verdicts: list[dict] = field(default_factory=list)  # verdicts.json: each comparison's class
     rows: list[dict] = field(default_factory=list)
     ratios: list[dict] = field(default_factory=list)  # ratios.csv: ρ_τ over seeds
     ranking: list[dict] = field(default_factory=list)
@@ -113,9 +125,11 @@ def aggregate(
     reached_criterion: bool = False,
     statistic: str = "mean",
     ratio_thresholds=RATIO_THRESHOLDS,
+    test_rule: str = DEFAULT_TEST_RULE,
 ) -> Summary:
     """Find, load, group and summarise every run below ``folder``; ``statistic`` is what the
-    tables show and the ranking ranks by, ``ratio_thresholds`` the τ of ρ_τ.
+    tables show and the ranking ranks by, ``ratio_thresholds`` the τ of ρ_τ, ``test_rule``
+    ("K/N") when a comparison is a test (``lengen.aggregate.verdicts``).
 
     ``folder`` may be a list of folders, or of (label, folder) pairs, to compare sweeps: each
     run gets the key ``sweep`` = its folder's label (default: the folder's name) in its config,
@@ -130,6 +144,7 @@ def aggregate(
     ratio_thresholds = tuple(float(t) for t in ratio_thresholds)
     if not ratio_thresholds or not all(0 < t <= 1 for t in ratio_thresholds):
         raise ValueError(f"ratio thresholds must be numbers in (0, 1], got {ratio_thresholds}")
+    rule = parse_test_rule(test_rule)
     sources = sweep_sources(folder)
     runs = []
     for label, path in sources:
@@ -140,12 +155,15 @@ def aggregate(
         folder = Path(os.path.commonpath([path.absolute() for _, path in sources]))
     args = (folder, metric, min_accuracy, exclude_not_learned, tag, runs, reached_criterion)
     summary = Summary(*args, statistic=statistic, ratio_thresholds=ratio_thresholds)
-    summary.sources = sources
+    summary.sources, summary.test_rule = sources, rule
     if tag is None:  # re-evaluations are listed, never mixed in
         summary.ignored_tag_files = [
             f"{run.name}/{results_name(t)}" for run in runs for t in result_tags(run.path)
         ]
     summary.rows = summary_rows(summary)
+    arms = distinguishing(trained_runs(runs), list(NAMED_KEYS[1:]))
+    summary.verdicts = comparison_verdicts(runs, rule, arms)
+    annotate_rows(summary.rows, summary.verdicts)
     summary.ratios = ratio_rows(summary)
     summary.ranking, summary.left_out, summary.ranked = rank_pes(
         summary.rows, statistic, summary.ratios
@@ -239,7 +257,7 @@ def summary_rows(summary: Summary) -> list[dict]:
         chances = {row.get("chance_accuracy") for row in rows} - {None}
         baseline = _mean([row.get(f"baseline_{metric}") for _, row in counted])
         baseline = baseline if metric in BASELINE_METRICS else None
-        beats = stat["mean"] if stat["n"] < 2 else stat["ci95_low"]  # above the baseline with n=1
+        beaten = baseline_verdict(counted, metric, baseline, stat)
         out.append(
             {
                 "config_hash": digest[:10],
@@ -256,7 +274,7 @@ def summary_rows(summary: Summary) -> list[dict]:
                 "n_examples": min(row["n_examples"] for row in rows),
                 "chance_accuracy": chances.pop() if len(chances) == 1 else None,
                 "baseline": baseline,
-                "above_baseline": None if baseline is None else bool(beats > baseline),
+                "above_baseline": beaten,
                 "draw_std": _mean([row.get(f"{metric}_draw_std") for _, row in counted]),
                 "position_draws": min(
                     {row.get("position_draws") for _, row in counted} - {None}, default=None
@@ -337,6 +355,27 @@ def ratio_rows(summary: Summary) -> list[dict]:
 
 def _is_nan(value) -> bool:
     return isinstance(value, float) and math.isnan(value)
+
+
+#: a value beats the trivial baseline only by more than this (accuracy, exact match in [0, 1])
+BASELINE_MARGIN = 0.01
+
+
+def baseline_verdict(counted: list, metric: str, baseline, stat: dict) -> bool | None:
+    """True where every seed beats its row's baseline by more than ``BASELINE_MARGIN`` (any n;
+    2 seeds' t-interval, ±12.7 standard errors, once called two seeds at 10× it "not above") or
+    the 95% t-interval's lower end beats it; False where no seed does or the upper end does not;
+    None without a baseline, or where seeds disagree and the interval does not decide."""
+    if baseline is None or not counted:
+        return None
+    pairs = [(row[metric], row.get(f"baseline_{metric}")) for _, row in counted]  # paired
+    above = [v > (baseline if b is None else b) + BASELINE_MARGIN for v, b in pairs]
+    threshold = baseline + BASELINE_MARGIN
+    if all(above) or (stat["ci95_low"] is not None and stat["ci95_low"] > threshold):
+        return True
+    if not any(above) or (stat["ci95_high"] is not None and stat["ci95_high"] <= threshold):
+        return False
+    return None
 
 
 def _mean(values: list) -> float | None:
