@@ -1,10 +1,14 @@
 """Process plumbing: the preemption signals a process remembers instead of dying, and output
-streams that outlive their reader. Installed by the entry points at process start."""
+streams that outlive their reader or were closed before the process started. Installed by the
+entry points at process start."""
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import signal
+import sys
 
 # -- preemption signals ------------------------------------------------------------------------
 #: Signals that stop training with a checkpoint: SIGTERM (kill, most schedulers) and SIGUSR1
@@ -66,11 +70,100 @@ class _OutlivesItsReader:
         return getattr(self._stream, name)
 
 
-def outlive_closed_output() -> None:
-    """stdout and stderr that survive their reader going away (``_OutlivesItsReader``)."""
-    import sys
+class _ToRunLog(io.TextIOBase):
+    """Stands in for stdout or stderr when it was closed before the process started (cron,
+    daemons, ``>&-``: Python then sets ``sys.stdout`` to None, and the first ``print`` or flush
+    crashed the run). What the run would print goes to its ``train.log``: the files of the root
+    logger's file handlers (Hydra's job log in the run directory; a pack's members' logs too),
+    kept in memory until one exists (``PENDING_LIMIT`` characters at most). Text printed
+    before any run directory exists, such as a refusal's line, has nowhere to go; the exit
+    status still tells."""
 
-    if not isinstance(sys.stdout, _OutlivesItsReader):
-        sys.stdout = _OutlivesItsReader(sys.stdout)
-    if not isinstance(sys.stderr, _OutlivesItsReader):
-        sys.stderr = _OutlivesItsReader(sys.stderr)
+    #: characters kept while no log file exists (a sweep's opening lines are a few hundred)
+    PENDING_LIMIT = 1 << 20
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd  # the descriptor, pointed at /dev/null (``_hold_closed_descriptors``)
+        self._pending: list[str] = []
+        self._pending_size = 0
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False  # progress comes as lines (lengen.progress), never bars
+
+    def fileno(self) -> int:
+        return self._fd  # writes through it (faulthandler, C code) land in /dev/null
+
+    def write(self, text: str) -> int:
+        if _from_log_handler(self):
+            # a console handler's record: the file handler beside it writes it to train.log
+            return len(text)
+        files = [
+            handler
+            for handler in logging.getLogger().handlers
+            if isinstance(handler, logging.FileHandler) and handler.stream is not None
+        ]
+        if not files:
+            if self._pending_size + len(text) <= self.PENDING_LIMIT:
+                self._pending.append(text)
+                self._pending_size += len(text)
+            return len(text)
+        text, self._pending, self._pending_size = "".join([*self._pending, text]), [], 0
+        for handler in files:
+            with handler.lock:
+                try:
+                    handler.stream.write(text)
+                    handler.stream.flush()
+                except (OSError, ValueError):  # a full disk or a closed log: as a dead terminal
+                    pass
+        return len(text)
+
+    def flush(self) -> None:
+        pass  # each write reaches the log file at once
+
+
+def _from_log_handler(stream) -> bool:
+    """Whether this write comes from a ``logging.StreamHandler`` writing to ``stream``."""
+    frame = sys._getframe(2)
+    for _ in range(4):  # emit -> write, possibly through one or two wrappers
+        if frame is None:
+            return False
+        owner = frame.f_locals.get("self")
+        if frame.f_code is logging.StreamHandler.emit.__code__ and owner.stream is stream:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _hold_closed_descriptors() -> None:
+    """Point descriptors 0, 1 and 2, where closed, at /dev/null. Left closed, the next file
+    the run opens would take the number, and whatever writes to fd 1 or 2 (a child process,
+    C code, a library's ``os.write``) would write into it: a checkpoint, a results file."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:  # the lowest free number: fd itself unless a lower one is closed
+                os.dup2(null, fd)
+                os.close(null)
+
+
+def outlive_closed_output() -> None:
+    """stdout and stderr that survive their reader going away (``_OutlivesItsReader``), or
+    that were closed when the process started (``_ToRunLog``: the run's train.log)."""
+    _hold_closed_descriptors()
+    if sys.stdin is None:  # libraries ask stdin whether it is a terminal
+        sys.stdin = open(os.devnull)  # noqa: SIM115 - the process's stdin, open until exit
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        stream = getattr(sys, name)
+        if stream is None:
+            setattr(sys, name, _ToRunLog(fd))
+        elif not isinstance(stream, (_OutlivesItsReader, _ToRunLog)):
+            setattr(sys, name, _OutlivesItsReader(stream))
