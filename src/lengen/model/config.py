@@ -12,6 +12,7 @@ import dataclasses
 from typing import ClassVar
 
 from lengen.checks import check_heads
+from lengen.model.mixers.config.base import MixerPlan, mixer_entries, mixer_entry, plan_mixers
 from lengen.schema import Config, flag, integer, interval, one_of, option
 
 #: ``model.attention``: ``auto`` picks among SDPA paths (``lengen.model.kernels``); ``flex``
@@ -40,9 +41,27 @@ class ModelConfig(Config):
     #: torch.compile the training forward (applied by lengen.lit)
     compile: bool = option(False, flag())
     attention: str = option("auto", one_of(*KERNELS))
+    #: every layer's sequence mixer: a name of configs/model/mixer/ or {mixer: <name>, …}
+    mixer: str | dict = option("attention", mixer_entry)
+    #: a mixer per layer, cycled over each stack as pe.layers is (null: model.mixer everywhere)
+    mixers: tuple | None = option(None, mixer_entries)
 
     def check(self) -> None:
         check_heads(self.d_model, self.n_heads)
+        plans = self.mixer_plans()
+        recurrent = next((plan.name for plan in plans if plan.recurrent), None)
+        if recurrent is not None and not all(self.stacks):
+            key = "model.mixers" if self.mixers is not None else "model.mixer"
+            raise ValueError(
+                f"{key}: {recurrent} reads the tokens left to right, so it serves causal stacks "
+                f"only, and model={self.kind} has a bidirectional one; allowed: attention, or "
+                f"model=decoder"
+            )
+
+    def mixer_plans(self) -> list[MixerPlan]:
+        """Each entry's mixer, checked (``lengen.model.mixers.config.base``): layer i of a
+        stack uses plan i mod len(plans)."""
+        return plan_mixers(self.mixer, self.mixers)
 
 
 @dataclasses.dataclass(frozen=True)

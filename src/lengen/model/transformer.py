@@ -27,21 +27,45 @@ from lengen.model import config
 from lengen.model.attention import MultiHeadAttention
 from lengen.model.cache import DecodingCache, LayerCache
 from lengen.model.kernels import choose_kernel
+from lengen.model.mixers.base import RecurrentMixer
+from lengen.model.mixers.build import build_mixer
+from lengen.model.mixers.config.base import MixerPlan
 from lengen.pe.base import PositionalEncoding
 
 PEFactory = Callable[..., PositionalEncoding]
 
 
 class Block(nn.Module):
-    """Pre-LN block: self-attention, optional cross-attention, GELU MLP."""
+    """Pre-LN block: self-attention (or another mixer), optional cross-attention, GELU MLP."""
 
     def __init__(
-        self, d_model, n_heads, d_ff, dropout, causal, cross_attention=False, attention="auto"
+        self,
+        d_model,
+        n_heads,
+        d_ff,
+        dropout,
+        causal,
+        cross_attention=False,
+        attention="auto",
+        mixer: MixerPlan | None = None,
     ):
         super().__init__()
         self.norm_attn = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(
-            d_model, n_heads, dropout, causal=causal, cross=False, kernel=attention
+        # the sequence mixer (model.mixer / model.mixers; lengen.model.mixers), attention when
+        # none is given; called attn whatever it is, so checkpoints keep their keys
+        self.attn = (
+            MultiHeadAttention(
+                d_model, n_heads, dropout, causal=causal, cross=False, kernel=attention
+            )
+            if mixer is None
+            else build_mixer(
+                mixer,
+                d_model=d_model,
+                n_heads=n_heads,
+                dropout=dropout,
+                causal=causal,
+                kernel=attention,
+            )
         )
         self.cross_attn = None
         if cross_attention:
@@ -81,6 +105,7 @@ class Stack(nn.Module):
         causal,
         cross_attention=False,
         attention="auto",
+        mixers: tuple[MixerPlan, ...] = (),
     ):
         super().__init__()
         self.causal = causal
@@ -98,9 +123,19 @@ class Stack(nn.Module):
                 f"sinusoidal, rope, alibi, t5, kerple, sandwich, fire, …)"
             )
         self.dropout = nn.Dropout(dropout)
+        # layer i mixes with plan i mod len(mixers), as pe.layers cycles encodings
         self.blocks = nn.ModuleList(
-            Block(d_model, n_heads, d_ff, dropout, causal, cross_attention, attention)
-            for _ in range(n_layers)
+            Block(
+                d_model,
+                n_heads,
+                d_ff,
+                dropout,
+                causal,
+                cross_attention,
+                attention,
+                mixers[index % len(mixers)] if mixers else None,
+            )
+            for index in range(n_layers)
         )
         self.norm = nn.LayerNorm(d_model)
 
@@ -141,9 +176,13 @@ class Stack(nn.Module):
         if not self.causal:
             raise ValueError("cached decoding needs a causal stack (decoder), not an encoder")
         device = self.norm.weight.device
-        return DecodingCache(
+        cache = DecodingCache(
             self.pe, len(self.blocks), total_length, device, memory, positions=positions
         )
+        for block, layer in zip(self.blocks, cache.layers, strict=True):
+            if isinstance(block.attn, RecurrentMixer):  # a state of fixed size, not keys
+                layer.self_attention = block.attn.new_state()
+        return cache
 
     def _forward_cached(self, x: Tensor, cache: DecodingCache) -> Tensor:
         # x: (B, T, D) embeddings of the next T tokens -> (B, T, D)
@@ -183,6 +222,7 @@ class _Transformer(nn.Module):
             d_ff=cfg.d_ff,
             dropout=cfg.dropout,
             attention=cfg.attention,
+            mixers=tuple(cfg.mixer_plans()),
         )
         self.build_stacks(pe, sizes)
         self._init(cfg.tie_embeddings)

@@ -1,0 +1,15 @@
+"""DeltaNet's config (``lengen.model.mixers.deltanet``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lengen.model.mixers.config.base import LinearMixerConfig
+from lengen.schema import flag, option
+
+
+@dataclasses.dataclass(frozen=True)
+class DeltaNetConfig(LinearMixerConfig):
+    #: Grazzi et al. 2025: β in (0, 2), so the state transition I − β k kᵀ has eigenvalues in
+    #: (−1, 1) (parity and modular counting need negative ones); false: β in (0, 1)
+    negative_eigenvalues: bool = option(False, flag())

@@ -1,0 +1,12 @@
+"""Gated DeltaNet's config (``lengen.model.mixers.gated_deltanet``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lengen.model.mixers.config.deltanet import DeltaNetConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class GatedDeltaNetConfig(DeltaNetConfig):
+    pass

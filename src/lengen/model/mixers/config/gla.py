@@ -1,0 +1,12 @@
+"""Gated linear attention's config (``lengen.model.mixers.gla``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lengen.model.mixers.config.base import LinearMixerConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class GatedLinearAttentionConfig(LinearMixerConfig):
+    pass

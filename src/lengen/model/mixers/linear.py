@@ -1,0 +1,184 @@
+"""The linear-attention family (GLA, DeltaNet, Gated DeltaNet): one recurrence, two forms.
+
+Per head, a matrix memory S (dk × dv) is updated token by token,
+
+    S_t = α_t · S_{t−1} + β_t · k_t (v_t − α_t S_{t−1}ᵀ k_t)ᵀ   (the delta rule), or
+    S_t = α_t · S_{t−1} + k_t v_tᵀ                               (without it: GLA),
+    o_t = S_tᵀ q_t,
+
+with α_t = exp(log_decay_t) a scalar forget gate per head and token (1 without a gate:
+DeltaNet) and β_t the writing strength. ``recurrent_form`` is this loop, for decoding one token
+at a time. ``chunked_form`` computes the same for a whole sequence in chunks of C tokens: inside
+a chunk every output is a masked product (quadratic in C, parallel), and only the state passes
+between chunks, so training costs T / C sequential steps instead of T. For the delta rule the
+chunk's corrected values come from one unit-lower-triangular solve (the WY / UT form of Yang et
+al. 2024, "Parallelizing Linear Transformers with the Delta Rule over Sequence Length"), whose
+derivation is in docs/models.md. References, read and re-derived, not copied:
+``fla-org/flash-linear-attention`` ``fla/ops/simple_gla/naive.py`` (``naive_chunk_simple_gla``),
+``fla/ops/delta_rule/naive.py`` (``delta_rule_recurrence``, ``delta_rule_chunkwise``),
+``fla/ops/gated_delta_rule/naive.py`` (``naive_recurrent_gated_delta_rule``,
+``naive_chunk_gated_delta_rule``; in the repository's history and its forks).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lengen.model.mixers.base import RecurrentMixer
+
+
+def chunked_form(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    beta: Tensor | None = None,
+    log_decay: Tensor | None = None,
+    state: Tensor | None = None,
+    chunk_size: int = 64,
+) -> tuple[Tensor, Tensor]:
+    """The recurrence over a whole sequence, chunk by chunk.
+
+    q, k: (B, H, T, dk); v: (B, H, T, dv); beta: (B, H, T) writing strengths (None: no delta
+    rule, GLA); log_decay: (B, H, T) log α ≤ 0 (None: α = 1); state: (B, H, dk, dv) before the
+    first token (None: zeros) -> outputs (B, H, T, dv), the state after the last token.
+    """
+    batch, heads, length, dk = q.shape
+    if state is None:
+        state = q.new_zeros(batch, heads, dk, v.shape[-1])
+    outputs = []
+    for start in range(0, length, chunk_size):
+        part = slice(start, min(start + chunk_size, length))
+        qc, kc, vc = q[:, :, part], k[:, :, part], v[:, :, part]  # (B, H, C, d)
+        size = qc.shape[2]
+        if log_decay is None:
+            cum = q.new_zeros(batch, heads, size)
+        else:
+            cum = log_decay[:, :, part].cumsum(-1)  # (B, H, C): log γ_t = Σ_{i ≤ t} log α_i
+        causal = torch.ones(size, size, dtype=torch.bool, device=q.device).tril()
+        # decay[t, j] = γ_t / γ_j for j ≤ t, else 0; masked before exp (γ_t / γ_j > 1 above)
+        decay = (cum[..., :, None] - cum[..., None, :]).masked_fill(~causal, -math.inf).exp()
+        carried = cum.exp()[..., None]  # (B, H, C, 1): γ_t, what survives of the start state
+        if beta is None:
+            written = vc  # (B, H, C, dv): GLA writes the values as they are
+        else:
+            bc = beta[:, :, part, None]  # (B, H, C, 1)
+            # w_t = β_t (v_t − γ_t S₀ᵀ k_t − Σ_{j<t} (γ_t/γ_j) (k_t·k_j) w_j): a unit lower
+            # triangular system (I + A) w = β (v − γ K S₀), A strictly below the diagonal
+            strict = (kc @ kc.transpose(-1, -2)) * decay * bc  # (B, H, C, C)
+            strict = strict.masked_fill(~causal.tril(-1), 0.0)
+            rhs = bc * (vc - carried * (kc @ state))  # (B, H, C, dv)
+            written = torch.linalg.solve_triangular(strict, rhs, upper=False, unitriangular=True)
+        scores = (qc @ kc.transpose(-1, -2)) * decay  # (B, H, C, C), causal incl. the diagonal
+        outputs.append(carried * (qc @ state) + scores @ written)  # (B, H, C, dv)
+        last = cum[..., -1:]  # (B, H, 1)
+        kept = (last - cum).exp()[..., None]  # (B, H, C, 1): γ_C / γ_j
+        state = last.exp()[..., None] * state + (kc * kept).transpose(-1, -2) @ written
+    return torch.cat(outputs, dim=2), state
+
+
+def recurrent_form(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    beta: Tensor | None = None,
+    log_decay: Tensor | None = None,
+    state: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The same recurrence token by token (decoding); arguments and results as
+    ``chunked_form``'s."""
+    batch, heads, length, dk = q.shape
+    if state is None:
+        state = q.new_zeros(batch, heads, dk, v.shape[-1])
+    outputs = []
+    for t in range(length):
+        if log_decay is not None:
+            state = state * log_decay[:, :, t, None, None].exp()  # α_t S_{t−1}
+        written = v[:, :, t]  # (B, H, dv)
+        if beta is not None:  # β_t (v_t − Sᵀ k_t): the error of the memory's prediction of v_t
+            predicted = (k[:, :, t, None, :] @ state).squeeze(-2)  # (B, H, dv)
+            written = beta[:, :, t, None] * (written - predicted)
+        state = state + k[:, :, t, :, None] * written[:, :, None, :]  # (B, H, dk, dv)
+        outputs.append((q[:, :, t, None, :] @ state).squeeze(-2))  # (B, H, dv)
+    return torch.stack(outputs, dim=2), state
+
+
+def mamba2_log_decay(projected: Tensor, a_log: Tensor, dt_bias: Tensor) -> Tensor:
+    """Mamba-2's scalar forget gate per head (Dao & Gu 2024, "Transformers are SSMs", §4):
+    log α = −exp(A_log) · softplus(W_Δ x + dt_bias). projected: (B, T, H) = W_Δ x -> (B, H, T)."""
+    return (-a_log.exp() * F.softplus(projected + dt_bias)).transpose(1, 2)
+
+
+class LinearMixer(RecurrentMixer):
+    """Projections around the recurrence: q, k, v per head; the gate and β where the variant
+    has them; a per-head RMSNorm of the outputs and a SiLU output gate (as GLA, Mamba-2 and
+    Gated DeltaNet do), then the output projection (``out``: GPT-2's depth-scaled init applies
+    to it by name, as to attention's).
+
+    The short causal convolutions that fla's layers put on q, k and v are left out: they are
+    not part of the recurrences compared here (docs/models.md, deviations).
+    """
+
+    #: the variant: the delta rule (DeltaNet) and a forget gate (GLA, Gated DeltaNet)
+    delta: ClassVar[bool] = False
+    gated: ClassVar[bool] = False
+
+    def __init__(
+        self, *, d_model, n_heads, chunk_size=64, negative_eigenvalues=False, **ignored
+    ) -> None:
+        super().__init__(d_model=d_model, n_heads=n_heads, **ignored)
+        self.head_dim = d_model // n_heads
+        self.chunk_size = chunk_size
+        # Grazzi et al. 2025: β in (0, 2) lets I − β k kᵀ have a negative eigenvalue
+        self.beta_scale = 2.0 if negative_eigenvalues else 1.0
+        self.query = nn.Linear(d_model, d_model, bias=False)
+        self.key = nn.Linear(d_model, d_model, bias=False)
+        self.value = nn.Linear(d_model, d_model, bias=False)
+        if self.delta:
+            self.beta = nn.Linear(d_model, n_heads)
+        if self.gated:
+            self.decay = nn.Linear(d_model, n_heads, bias=False)
+            # Mamba-2's initialisation: A ~ U(1, 16), Δ = softplus(dt_bias) ~ log-U(0.001, 0.1);
+            # plain parameters, not Linear biases, which the model's init sets to zero
+            self.a_log = nn.Parameter(torch.empty(n_heads).uniform_(1.0, 16.0).log())
+            dt = torch.empty(n_heads).uniform_(math.log(1e-3), math.log(1e-1)).exp()
+            self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus⁻¹(dt)
+        self.norm = nn.RMSNorm(self.head_dim, eps=1e-5)
+        self.gate = nn.Linear(d_model, d_model, bias=False)
+        self.out = nn.Linear(d_model, d_model)
+
+    def heads(self, projected: Tensor) -> Tensor:
+        batch, length, _ = projected.shape
+        return projected.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def terms(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
+        """x (B, T, D) -> q, k (B, H, T, dk) with q scaled by dk^−½, v (B, H, T, dv), β and
+        log α (B, H, T) or None."""
+        q, k, v = self.heads(self.query(x)), self.heads(self.key(x)), self.heads(self.value(x))
+        if self.delta:  # SiLU then L2 norm (fla's DeltaNet): ‖k‖ = 1 keeps I − β k kᵀ stable
+            q, k = F.normalize(F.silu(q), dim=-1), F.normalize(F.silu(k), dim=-1)
+        beta = None
+        if self.delta:
+            beta = self.beta_scale * torch.sigmoid(self.beta(x)).transpose(1, 2)  # (B, H, T)
+        log_decay = None
+        if self.gated:
+            log_decay = mamba2_log_decay(self.decay(x), self.a_log, self.dt_bias)  # (B, H, T)
+        return q * self.head_dim**-0.5, k, v, beta, log_decay
+
+    def mix(self, x: Tensor, state, decoding: bool):
+        batch, length, d_model = x.shape
+        terms = self.terms(x)
+        # the recurrence in fp32 at least: products of many gates underflow in bf16
+        compute = torch.promote_types(terms[0].dtype, torch.float32)
+        terms = [None if term is None else term.to(compute) for term in terms]
+        if decoding and length == 1:
+            y, state = recurrent_form(*terms, state=state)
+        else:
+            y, state = chunked_form(*terms, state=state, chunk_size=self.chunk_size)
+        y = self.norm(y.to(x.dtype))  # (B, H, T, dv), per head
+        y = y.transpose(1, 2).reshape(batch, length, d_model) * F.silu(self.gate(x))
+        return self.out(y), state  # (B, T, D)
