@@ -10,6 +10,7 @@ from pathlib import Path
 from lengen.aggregate.extension import extension_rows
 from lengen.aggregate.report import unwritable, warnings_for, write_failure, write_outputs
 from lengen.aggregate.stats import STATISTICS, Summary, aggregate
+from lengen.aggregate.verdicts import DEFAULT_TEST_RULE
 from lengen.results import CONFIG_NAME, LEARNED_ACCURACY, METRIC_DIRECTIONS, RATIO_THRESHOLDS
 
 #: the options aggregate.py and plot.py share (which metric, runs and result files) -> argparse
@@ -46,6 +47,7 @@ def add_selection_arguments(parser) -> None:
 REPORTING = {
     "--statistic": dict(default="mean", choices=list(STATISTICS)),
     "--ratio-thresholds": dict(type=float, nargs="+", default=list(RATIO_THRESHOLDS)),
+    "--test-rule": dict(default=DEFAULT_TEST_RULE, metavar="K/N"),
 }
 HELP |= {
     "--statistic": "what the tables show and the ranking ranks by, over seeds: mean (± 95%% CI, "
@@ -53,6 +55,10 @@ HELP |= {
     "Chomsky-hierarchy benchmarks: max over seeds)",
     "--ratio-thresholds": "the τ of the length-generalisation ratio ρ_τ, numbers in (0, 1] "
     "(default 0.9 0.5)",
+    "--test-rule": "when a comparison is a test of its claim: every arm reached the "
+    "in-distribution criterion in at least K of every N of its seeds (default "
+    f"{DEFAULT_TEST_RULE}); otherwise summary.md and verdicts.json call it not a test, naming "
+    "the arms that did not learn",
 }
 
 

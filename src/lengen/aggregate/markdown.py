@@ -7,6 +7,7 @@ import pandas as pd
 
 from lengen.aggregate.load import DESCRIBED
 from lengen.aggregate.stats import RANKING_COLUMNS, TABLE, Summary, ranking_columns
+from lengen.aggregate.verdicts import verdict_section
 from lengen.identity import AVERAGED_MAY_DIFFER
 from lengen.results import LM_FALLBACK_METRIC, METRIC_DIRECTIONS, ratio_key, results_name
 
@@ -285,6 +286,7 @@ def format_markdown(summary: Summary) -> str:
     if len(summary.sources) > 1:  # sweeps compared: each under its label (settings: sweep=…)
         title = ", ".join(f"{label} = `{path}`" for label, path in summary.sources)
     lines = [f"# Results summary: {title}", "", *_settings_section(summary)]
+    lines += verdict_section(summary.verdicts, summary.test_rule)  # before the numbers it qualifies
     lines += [*_results_section(summary), *_ratio_section(summary), *_ranking_section(summary)]
     lines += [f"## Runs that did not learn in distribution (accuracy < {summary.min_accuracy:g})"]
     columns = {"run_dir": "run", **{key: key for key in DESCRIBED}}

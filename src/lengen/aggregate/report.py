@@ -12,6 +12,7 @@ from lengen.aggregate.extension import EXTENSION_COLUMNS
 from lengen.aggregate.load import DESCRIBED
 from lengen.aggregate.markdown import format_extension, format_markdown, run_names
 from lengen.aggregate.stats import RATIO_COLUMNS, SUMMARY_COLUMNS, Summary, ranking_columns
+from lengen.aggregate.verdicts import verdicts_json
 from lengen.atomic import atomic_write
 from lengen.results import CONFIG_NAME, HEADLINE_METRIC
 
@@ -61,6 +62,7 @@ def write_outputs(
         ),
         "failed.csv": ([run.record for run in summary.failed], RUN_COLUMNS),
         "runs.csv": ([run.record for run in summary.runs], RUN_COLUMNS),
+        "verdicts.json": verdicts_json(summary.verdicts, summary.test_rule),  # a test or not
     }
     if extension:
         tables["extension.csv"] = (extension, EXTENSION_COLUMNS)
