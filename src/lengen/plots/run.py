@@ -238,41 +238,87 @@ def plot_loss_by_position(
     return save_figure(figure, figure_stem(path), formats, dpi=dpi)
 
 
+#: where a heatmap has no value (a position not scored at that length): light grey, apart from
+#: every viridis colour, named in the legend, so a missing cell never reads as a score
+MISSING_COLOUR = "#d9d9d9"
+
+
+def position_grid(by_length: dict):
+    """Accuracy by evaluation length × answer position -> (lengths, positions, grid): ``grid``
+    (len(lengths), len(positions)) with NaN where a position was not scored at that length
+    (accuracy null or ``scored`` 0: flip-flop scores only the symbol after a read, and longer
+    lengths have longer answers); ``positions`` keeps only those scored at some length, so
+    never-scored ones (flip-flop's instructions) draw no stripes. Bins of ``bin_width``
+    positions are spread over the positions they cover."""
+    import numpy as np
+
+    lengths = sorted(int(length) for length in by_length)
+    entries = [by_length[str(n)] for n in lengths]
+    extent = max(len(e["accuracy"]) * e["bin_width"] for e in entries)  # positions
+    grid = np.full((len(lengths), extent), np.nan)
+    for row, entry in enumerate(entries):
+        values = floats(entry["accuracy"])  # (bins,), NaN where null
+        scored = entry.get("scored")
+        if isinstance(scored, list):  # a count per bin: 0 is no answer token there
+            values[np.asarray(scored) == 0] = np.nan
+        values = np.repeat(values, entry["bin_width"])
+        grid[row, : len(values)] = values
+    positions = np.flatnonzero(~np.isnan(grid).all(axis=0))  # scored at some length
+    return lengths, positions, grid[:, positions]
+
+
 def position_figure(section: dict):
     """The figure of :func:`plot_position_heatmap`, not saved: per protocol, accuracy by answer
-    position (columns; bins of ``bin_width`` positions for long answers) × evaluation length
-    (rows), viridis on [0, 1]; a dashed line after the longest answer of a training length."""
+    position (columns: the positions scored at some length, :func:`position_grid`) ×
+    evaluation length (rows), viridis on [0, 1]; cells not scored at that length in grey
+    (``MISSING_COLOUR``, named in the legend); a dashed line, black on a white edge so it shows
+    on every colour, after the longest answer of a training length; the legend below."""
     import numpy as np
+    from matplotlib import patheffects
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
 
     plt = pyplot()
     train_len = section["train_len"]
     protocols = section["protocols"]
+    cmap = plt.get_cmap("viridis").with_extremes(bad=MISSING_COLOUR)
+    handles = [
+        Patch(
+            facecolor=MISSING_COLOUR,
+            label="no score (not scored at that length, or past its answer)",
+        )
+    ]
     with plt.rc_context(PAPER_RC):
         fig, axes = plt.subplots(len(protocols), 1, squeeze=False, layout="constrained",
                                  figsize=(6.4, (0.3 * max(map(len, protocols.values())) + 1.4)
-                                          * len(protocols)))  # fmt: skip
+                                          * len(protocols) + 0.4))  # fmt: skip
         for ax, (protocol, by_length) in zip(axes[:, 0], protocols.items(), strict=True):
-            lengths = sorted(int(length) for length in by_length)
-            entries = [by_length[str(n)] for n in lengths]
-            extent = max(len(e["accuracy"]) * e["bin_width"] for e in entries)  # positions
-            grid = np.full((len(lengths), extent), np.nan)
-            for row, entry in enumerate(entries):
-                values = np.repeat(floats(entry["accuracy"]), entry["bin_width"])
-                grid[row, : len(values)] = values
-            image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto",
-                              interpolation="nearest")  # fmt: skip
-            trained = [len(e["accuracy"]) * e["bin_width"] for n, e in zip(lengths, entries,
-                       strict=True) if n <= train_len]  # fmt: skip
-            if trained and max(trained) < extent:
-                ax.axvline(max(trained) - 0.5, color="white", linestyle="--", linewidth=1,
-                           label=f"longest answer in training ({max(trained)} tokens)")  # fmt: skip
-                ax.legend(loc="lower right", fontsize=8, framealpha=0.6)
+            lengths, positions, grid = position_grid(by_length)
+            image = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap=cmap,
+                              aspect="auto", interpolation="nearest")  # fmt: skip
+            trained = [len(by_length[str(n)]["accuracy"]) * by_length[str(n)]["bin_width"]
+                       for n in lengths if n <= train_len]  # fmt: skip
+            boundary = int(np.searchsorted(positions, max(trained))) if trained else 0
+            if 0 < boundary < len(positions):
+                line = ax.axvline(boundary - 0.5, color="black", linestyle="--", linewidth=1.3,
+                                  label=f"longest answer in training ({max(trained)} tokens)")  # fmt: skip
+                line.set_path_effects([patheffects.withStroke(linewidth=3.5, foreground="white")])
+                handles = handles[:1] + [line]
+            # round true positions as ticks, placed at their columns
+            ticks = MaxNLocator(nbins=8, integer=True).tick_values(positions[0], positions[-1])
+            columns = sorted({int(np.searchsorted(positions, t)) for t in ticks
+                              if positions[0] <= t <= positions[-1]})  # fmt: skip
+            ax.set_xticks(columns, [str(positions[c]) for c in columns])
             ax.set_yticks(range(len(lengths)), [f"{n} (trained)" if n <= train_len else str(n)
                                                 for n in lengths])  # fmt: skip
-            ax.set_xlabel("position in the answer (0 = first answer token)")
+            never = grid.shape[1] < int(positions[-1]) + 1 if len(positions) else False
+            ax.set_xlabel("position in the answer (0 = first answer token)"
+                          + ("; positions never scored left out" if never else ""))  # fmt: skip
             ax.set_ylabel("evaluation length")
             ax.set_title(f"accuracy by answer position · {protocol.replace('_', '-')}")
             fig.colorbar(image, ax=ax, label="accuracy")
+        fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False,
+                   fontsize=8)  # fmt: skip
     return fig
 
 
