@@ -19,6 +19,7 @@ function, so a message that must stay exactly as documented is written beside it
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -29,9 +30,35 @@ from lengen.checks import positive_int
 Rule = Callable[[str, Any], Any]
 
 
-def option(default: Any, rule: Rule | None = None) -> Any:
-    """A field of a ``Config`` class: its one default and the rule its values obey."""
-    return dataclasses.field(default=default, metadata={"rule": rule})
+def option(default: Any, rule: Rule | None = None, *, infinite: bool = False) -> Any:
+    """A field of a ``Config`` class: its one default and the rule its values obey.
+    ``infinite``: inf is a meaningful value of the option (documented beside it); every other
+    float option refuses NaN and ±inf (``Config.from_keys``, ``finite``)."""
+    return dataclasses.field(default=default, metadata={"rule": rule, "infinite": infinite})
+
+
+#: the largest integer an option may hold: torch's and Lightning's counters are int64, and a
+#: larger step count only overflows later, far from the key that caused it
+INT64_MAX = 2**63 - 1
+
+
+def finite(key: str, value, *, infinite: bool = False):
+    """Refuse NaN (always), ±inf (unless ``infinite``) and integers past int64 in ``value`` or
+    in a list of scalars it holds (``eval.factors``) -> value. Mappings are left to their own
+    configs (a schedule's layers name their keys, ``pe.layers.3.attn_scale``). Why in one
+    place: a rule with bounds refuses NaN by accident (every comparison is false) but lets inf
+    through, and a rule without bounds (``pe.gate_bias_init``) takes both; either diverges at
+    step 0 after a run directory is written."""
+    listed = isinstance(value, (list, tuple))
+    for item in value if listed else [value]:
+        if isinstance(item, float) and (math.isnan(item) or (math.isinf(item) and not infinite)):
+            kind = "number{} (inf allowed)" if infinite else "finite number{}"
+            wanted = f"hold {kind.format('s')}" if listed else f"be a {kind.format('')}"
+            raise ValueError(f"{key} must {wanted}, got {item!r}")
+        if isinstance(item, int) and not isinstance(item, bool) and abs(item) > INT64_MAX:
+            wanted = "hold integers" if listed else "be an integer"
+            raise ValueError(f"{key} must {wanted} within ±{INT64_MAX} (int64), got {item}")
+    return value
 
 
 # -- rules ---------------------------------------------------------------------------------
@@ -205,7 +232,10 @@ class Config:
         for field in dataclasses.fields(cls):
             value = keys.get(field.name, field.default)
             rule = field.metadata.get("rule")
-            values[field.name] = value if rule is None else rule(cls.key(field.name), value)
+            value = value if rule is None else rule(cls.key(field.name), value)
+            values[field.name] = finite(
+                cls.key(field.name), value, infinite=field.metadata.get("infinite", False)
+            )
         return cls(**values)
 
     @classmethod
@@ -213,7 +243,9 @@ class Config:
         """The field ``name`` with another default and the same rule: how a subclass whose
         config differs from its parent's in a default only says so (a task's alphabet)."""
         field = next(f for f in dataclasses.fields(cls) if f.name == name)
-        return option(default, field.metadata.get("rule"))
+        return option(
+            default, field.metadata.get("rule"), infinite=field.metadata.get("infinite", False)
+        )
 
     @classmethod
     def key(cls, name: str) -> str:

@@ -172,10 +172,12 @@ class PositionalEncoding(LogitScaling, nn.Module):
             # a chunk mask depends on the index, not on q − k alone: no per-offset table (as
             # under randomized distances, below); attention builds it per query block
             self.bias_is_relative = False
-        if self.local and self.has_attention:
+        if self.local and self.has_attention:  # a user's class whose config omits the fact
+            local = "window" if self.cfg.window is not None else "chunk"
             raise ValueError(
-                f"pe.window / pe.chunk: {name} computes attention itself, without a local mask; "
-                f"allowed: null"
+                f"pe.{local}={getattr(self.cfg, local)}: {name} computes attention itself, "
+                f"without a local mask; allowed: null (the whole sequence); set "
+                f"computes_attention = True on its config class to refuse it before the run"
             )
         #: SSMax's s per layer and head (``lengen.pe.temperature``), flat (n_layers · H) so
         #: that the optimiser leaves it undecayed like every 1-D parameter; None without ssmax

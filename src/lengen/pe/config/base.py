@@ -91,6 +91,9 @@ class EncodingConfig(Config):
     bias_of_distance: ClassVar[bool] = False
     #: adds to the token embeddings (``embed``): once per stack, so no layer of a schedule
     embeds: ClassVar[bool] = False
+    #: computes attention itself (the torch class's ``attention`` hook: FoX, stick-breaking,
+    #: PaTH), so it has no local mask to apply: ``window`` / ``chunk`` refused (``check_local``)
+    computes_attention: ClassVar[bool] = False
 
     #: Ruoss et al. 2023: positions (bias encodings: distances) drawn from [0, max_position)
     randomized: bool = option(False, flag())
@@ -164,8 +167,21 @@ class EncodingConfig(Config):
                     f"this run sees) when pe.randomized=true, got {value!r}"
                 )
         self.check_task_positions(context, name)
+        self.check_local(name)
         self.check_temperatures()
         return self.check_own(context)
+
+    def check_local(self, name: str) -> None:
+        """A local mask (``window``, ``chunk``) needs attention that lengen's kernels compute:
+        refused, naming the key, for an encoding that computes attention itself."""
+        if not self.computes_attention:
+            return
+        for local in ("window", "chunk"):
+            if getattr(self, local) is not None:
+                raise ValueError(
+                    f"{self.key(local)}={getattr(self, local)}: {name} computes attention "
+                    f"itself, without a local mask; allowed: null (the whole sequence)"
+                )
 
     def check_task_positions(self, context: EncodingContext, name: str) -> None:
         """Task-supplied positions (``data.task.positions``) and the options that read them."""
@@ -386,14 +402,18 @@ def grid_encodings() -> tuple[str, ...]:
     return tuple(names)
 
 
-def encoding_target(name: str, key: str = "pe.layers") -> str:
+def encoding_target(name: str, key: str = "pe.layers", allowed=None) -> str:
     """An encoding's class from its name: ``_target_`` of configs/pe/<name>.yaml (a dotted
-    class path is taken as it is)."""
+    class path is taken as it is). ``allowed`` (a config class -> bool) narrows the names an
+    unknown name's message lists to those the caller takes (a schedule's layers: no schedules,
+    no embeddings), so the message offers nothing the next check refuses."""
     if "." in name:
         return name
     path = pe_config_dir() / f"{name}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in path.parent.glob("*.yaml"))
+        if allowed is not None:
+            known = [stem for stem in known if _yaml_config_allowed(path.parent, stem, allowed)]
         raise ValueError(f"{key}.pe must be one of {', '.join(known)}; got {name!r}")
     import yaml
 
@@ -401,3 +421,12 @@ def encoding_target(name: str, key: str = "pe.layers") -> str:
     if not isinstance(target, str):
         raise ValueError(f"{key}.pe={name}: configs/pe/{name}.yaml names no _target_")
     return target
+
+
+def _yaml_config_allowed(folder: Path, stem: str, allowed) -> bool:
+    """Whether configs/pe/<stem>.yaml names a shipped encoding whose config ``allowed`` takes."""
+    import yaml
+
+    target = (yaml.safe_load((folder / f"{stem}.yaml").read_text()) or {}).get("_target_")
+    options = config_of(target)
+    return options is not None and bool(allowed(options))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 from lengen.pe.config.base import EncodingConfig
 from lengen.schema import number, option
@@ -10,6 +11,7 @@ from lengen.schema import number, option
 
 @dataclasses.dataclass(frozen=True)
 class ForgettingAttentionConfig(EncodingConfig):
+    computes_attention: ClassVar[bool] = True
     #: the forget gates' bias at initialisation: 0.0 (the FoX reference, f = σ(0) = 0.5);
     #: x-transformers' DataDependentAlibi starts at 5.0 (f ≈ 0.993)
     gate_bias_init: float = option(0.0, number())

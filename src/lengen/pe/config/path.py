@@ -11,6 +11,7 @@ from lengen.schema import flag, integer, option
 
 @dataclasses.dataclass(frozen=True)
 class PaTHConfig(EncodingConfig):
+    computes_attention: ClassVar[bool] = True
     causal_only: ClassVar[bool] = True
     #: rank of the low-rank projection to the Householder vectors (the reference's 32)
     w_rank: int = option(32, integer())

@@ -75,7 +75,7 @@ class ScheduleConfig(EncodingConfig):
     def layer_plan(self, index: int, entry: dict, context: EncodingContext) -> LayerPlan:
         key = f"pe.layers.{index}"
         name = entry["pe"]
-        target = encoding_target(name, key)
+        target = encoding_target(name, key, allowed=layer_encoding)
         options = config_class(target)
         if options is None or issubclass(options, ScheduleConfig):
             raise ValueError(
@@ -116,6 +116,12 @@ class ScheduleConfig(EncodingConfig):
         options = config_class(plan.target)
         relative = plan.keywords.get("randomized_relative", "distances")
         return bool(options.bias_of_distance) and (relative or "positions") == "distances"
+
+
+def layer_encoding(options: type[EncodingConfig]) -> bool:
+    """Whether an encoding's config may serve a layer of a schedule: not a schedule itself,
+    nor an encoding that adds to the token embeddings (once per stack)."""
+    return not issubclass(options, ScheduleConfig) and not options.embeds
 
 
 def _shared_fields():

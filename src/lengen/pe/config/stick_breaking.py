@@ -14,6 +14,7 @@ STICK_REMAINDERS = ("current_value", "none")
 
 @dataclasses.dataclass(frozen=True)
 class StickBreakingConfig(EncodingConfig):
+    computes_attention: ClassVar[bool] = True
     causal_only: ClassVar[bool] = True
     #: ``current_value``: the leftover weight goes to the query's own value (the reference's
     #: tests/test_attn.py); ``none``: dropped (the bare formula, weights summing to < 1)
