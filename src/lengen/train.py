@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -270,6 +269,7 @@ def evaluate_and_write(
     from lengen.evaluation import evaluate
     from lengen.plots import plot_extrapolation
     from lengen.plots.common import figure_output
+    from lengen.plots.guard import draw, figures_noted
     from lengen.results import (
         build_results,
         format_ratios,
@@ -282,39 +282,37 @@ def evaluate_and_write(
     results_path = directory.path / f"results{suffix}.json"
     unfinished = None
     explained: dict = {}  # attention diagnostics, accuracy by answer position (docs/analysis.md)
-    try:
-        rows = evaluate(
+    with figures_noted() as figure_notes:  # every figure until results.json: a failure is a note
+        try:
+            rows = evaluate(
+                data,
+                model.to(device),
+                lengths,
+                settings=cfg.eval,
+                output_dir=directory.path,
+                tag=suffix,
+                progress=progress,
+                report=explained,
+            )
+        except EvaluationOutOfMemory as error:  # keep what was measured, then say why it stopped
+            if not error.rows:
+                raise
+            rows, unfinished = error.rows, error
+            extra = {**extra, "warnings": [*extra.get("warnings", []), str(error)]}
+        label = run_label(cfg, rows[0]["protocol"] if rows else "", tag)  # names the variant
+        results = build_results(
+            cfg,
+            model,
             data,
-            model.to(device),
-            lengths,
-            settings=cfg.eval,
-            output_dir=directory.path,
-            tag=suffix,
-            progress=progress,
-            report=explained,
+            rows,
+            train_tokens=train_tokens,
+            device=device.type,
+            extra={**extra, **explained, "label": label},
         )
-    except EvaluationOutOfMemory as error:  # keep what was measured, then say why it stopped
-        if not error.rows:
-            raise
-        rows, unfinished = error.rows, error
-        extra = {**extra, "warnings": [*extra.get("warnings", []), str(error)]}
-    label = run_label(cfg, rows[0]["protocol"] if rows else "", tag)  # names the variant
-    results = build_results(
-        cfg,
-        model,
-        data,
-        rows,
-        train_tokens=train_tokens,
-        device=device.type,
-        extra={**extra, **explained, "label": label},
-    )
-    plot_path = directory.path / f"extrapolation{suffix}.png"  # and .pdf beside it
-    try:
-        plot_extrapolation(results, plot_path, **figure_output(cfg.eval))
-    except Exception as error:  # noqa: BLE001 - a figure is optional; the measurements are not
-        note = f"figure {plot_path.name} not written ({type(error).__name__}: {error})"
-        results.setdefault("warnings", []).append(note)
-        print(f"note: {note}; the results are written", file=sys.stderr)
+        plot_path = directory.path / f"extrapolation{suffix}.png"  # and .pdf beside it
+        draw(plot_path.name, plot_extrapolation, results, plot_path, **figure_output(cfg.eval))
+    if figure_notes:
+        results["warnings"] = [*results.get("warnings", []), *figure_notes]
     write_results(results_path, results)  # last: its presence means the run finished
     print(f"\n{label} · {data.training_summary()}\n{format_table(rows)}")
     if rows:  # how far it extrapolates, in one number per threshold (ρ_τ)

@@ -57,10 +57,13 @@ def evaluate(
         if output_dir is not None and sections["attention_diagnostics"]["lengths"]:
             from lengen.plots.attention import plot_attention_diagnostics
             from lengen.plots.common import figure_output
+            from lengen.plots.guard import draw
 
             stem = Path(output_dir) / f"attention_diagnostics{tag}"
             diagnostics = sections["attention_diagnostics"]
-            plot_attention_diagnostics(diagnostics, stem, **figure_output(settings))
+            draw(
+                stem.name, plot_attention_diagnostics, diagnostics, stem, **figure_output(settings)
+            )
     if report is not None:
         report.update(sections)
     return rows

@@ -85,8 +85,10 @@ def write_depth_report(report: dict, output_dir: Path, tag: str = "", settings=N
     from lengen.atomic import atomic_write
     from lengen.plots import plot_depth_heatmap
     from lengen.plots.common import figure_output
+    from lengen.plots.guard import draw
 
     stem = f"accuracy_by_depth{tag}"  # tag: "" or ".<tag>" (eval.py)
     atomic_write(output_dir / f"{stem}.json", json.dumps(report, indent=2) + "\n")
     figures = figure_output(settings or {})
-    plot_depth_heatmap(report, output_dir / f"{stem}.png", **figures)  # and the .pdf beside it
+    png = output_dir / f"{stem}.png"  # and the .pdf beside it
+    draw(png.name, plot_depth_heatmap, report, png, **figures)

@@ -181,10 +181,11 @@ def evaluate_task(
         report["accuracy_by_answer_position"] = section
     if output_dir is not None and tallies:
         from lengen.plots.common import figure_output
+        from lengen.plots.guard import draw
         from lengen.plots.run import plot_position_heatmap
 
         stem = Path(output_dir) / f"accuracy_by_position{tag}"
-        plot_position_heatmap(section, stem, **figure_output(settings))
+        draw(stem.name, plot_position_heatmap, section, stem, **figure_output(settings))
     if output_dir is not None and data.locates_answer:
         from lengen.evaluation.by_depth import depth_report, write_depth_report
 

@@ -176,6 +176,7 @@ def write_position_report(
     from lengen.atomic import atomic_write
     from lengen.plots import plot_loss_by_position
     from lengen.plots.common import figure_output
+    from lengen.plots.guard import draw
 
     strides = {row["length"]: row["stride"] for row in rows}
     report = {
@@ -194,4 +195,5 @@ def write_position_report(
     }
     atomic_write(output_dir / position_name(tag, "json"), json.dumps(report) + "\n")
     figures = figure_output(settings or {})  # the run's eval.plot_dpi / plot_formats
-    plot_loss_by_position(report, output_dir / position_name(tag, "png"), **figures)
+    png = output_dir / position_name(tag, "png")
+    draw(png.name, plot_loss_by_position, report, png, **figures)

@@ -4,7 +4,9 @@
 ``plots.attention``: attention maps, distances and diagnostics; ``plots.redraw``: a run's
 figures drawn again from its json; ``plots.sweep``: an aggregated sweep's (``plots.names``: what its
 lines are called; ``plots.sweep_diagnostics``: its attention and depth figures); ``plots.pe``: the
-encodings' own; ``plots.common``: the shared look. The command line is ``scripts/plot.py``.
+encodings' own; ``plots.common``: the shared look; ``plots.guard``: the guard every figure of a
+run goes through (a failure is a note in results.json, never the results). The command line
+is ``scripts/plot.py``.
 """
 
 from lengen.plots.attention import plot_attention_distance, plot_attention_maps

@@ -138,14 +138,16 @@ def save_figure(
     plt = pyplot()
     stem = Path(stem)
     paths = []
-    with plt.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42}):  # read when saving
-        for fmt in formats:
-            # rendered in memory, so the one atomic writer puts the bytes on disk
-            image = io.BytesIO()
-            fig.savefig(image, format=fmt, bbox_inches="tight", dpi=dpi or DEFAULT_DPI)
-            paths.append(stem.with_name(f"{stem.name}.{fmt}"))
-            atomic_write(paths[-1], image.getvalue())
-    plt.close(fig)
+    try:
+        with plt.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42}):  # read when saving
+            for fmt in formats:
+                # rendered in memory, so the one atomic writer puts the bytes on disk
+                image = io.BytesIO()
+                fig.savefig(image, format=fmt, bbox_inches="tight", dpi=dpi or DEFAULT_DPI)
+                paths.append(stem.with_name(f"{stem.name}.{fmt}"))
+                atomic_write(paths[-1], image.getvalue())
+    finally:  # also when a write fails (a full disk): a sweep's process must not pile them up
+        plt.close(fig)
     return paths
 
 
