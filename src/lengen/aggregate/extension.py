@@ -10,17 +10,16 @@ its run directories, so one line of a figure is one trained configuration under 
 
 from __future__ import annotations
 
-from lengen.aggregate.stats import Summary, aggregate
+from lengen.aggregate.stats import SUMMARY_COLUMNS, Summary, aggregate
 from lengen.results import result_tags
 
 #: ``pe.scaling`` values -> the name a figure and table give the method
 METHOD_NAMES = {"pi": "PI", "ntk": "NTK", "dynamic_ntk": "dynamic NTK", "yarn": "YaRN"}
-#: extension.csv: the method, then the summary.csv columns of the row (``base_hash``: the
-#: trained configuration's config_hash, shared by its methods)
-EXTENSION_COLUMNS = ("method", "tag", "base_hash", "pe", "task", "model", "train_len")
-EXTENSION_COLUMNS += ("settings", "protocol", "length", "in_distribution", "metric", "n_seeds")
-EXTENSION_COLUMNS += ("seeds", "mean", "std", "ci95_low", "ci95_high", "min", "max", "n_nan")
-EXTENSION_COLUMNS += ("n_not_learned",)
+#: extension.csv: the method, its tag and ``base_hash`` (the trained configuration's
+#: config_hash, shared by its methods), then every summary.csv column of the row, so the two
+#: tables agree column for column (baselines, seed min/max, best and worst seed included);
+#: ``config_hash`` there is the re-evaluated configuration's own
+EXTENSION_COLUMNS = ("method", "tag", "base_hash", *SUMMARY_COLUMNS)
 
 
 def method_name(overrides: list[str] | None, tag: str) -> str:

@@ -8,11 +8,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from lengen.aggregate.extension import EXTENSION_COLUMNS
+from lengen.aggregate.extension import EXTENSION_COLUMNS, extension_rows
 from lengen.aggregate.load import DESCRIBED
 from lengen.aggregate.markdown import format_extension, format_markdown, run_names
-from lengen.aggregate.stats import RATIO_COLUMNS, SUMMARY_COLUMNS, Summary, ranking_columns
-from lengen.aggregate.verdicts import verdicts_json
+from lengen.aggregate.stats import (
+    RATIO_COLUMNS,
+    SUMMARY_COLUMNS,
+    Summary,
+    aggregate,
+    ranking_columns,
+)
 from lengen.atomic import atomic_write
 from lengen.results import CONFIG_NAME, HEADLINE_METRIC
 
@@ -45,16 +50,12 @@ def output_name(name: str, tag: str | None, metric: str, statistic: str = "mean"
     return ".".join([*parts, extension])
 
 
-def write_outputs(
-    summary: Summary, out_dir: str | Path | None = None, extension: list[dict] | None = None
-) -> list[Path]:
-    """summary.csv, summary.md, ratios.csv, ranking.csv, failed.csv and runs.csv, and with
-    ``extension`` rows (``lengen.aggregate.extension``) extension.csv and extension.md, named by
-    :func:`output_name` (tag, metric, statistic), written atomically; returns the paths. In the
-    CSV files None is an empty field and numbers have full precision."""
+def csv_tables(summary: Summary, extension: list[dict] | None = None) -> dict[str, tuple]:
+    """Each CSV output's (rows, columns), the one place their columns are chosen: summary.csv,
+    ratios.csv, ranking.csv (the ranking, then the comparisons left out), failed.csv, runs.csv
+    and, with ``extension`` rows, extension.csv."""
     tables = {
         "summary.csv": (summary.rows, SUMMARY_COLUMNS),
-        "summary.md": format_markdown(summary),
         "ratios.csv": (summary.ratios, RATIO_COLUMNS),
         "ranking.csv": (
             summary.ranking + summary.left_out,
@@ -62,10 +63,49 @@ def write_outputs(
         ),
         "failed.csv": ([run.record for run in summary.failed], RUN_COLUMNS),
         "runs.csv": ([run.record for run in summary.runs], RUN_COLUMNS),
-        "verdicts.json": verdicts_json(summary.verdicts, summary.test_rule),  # a test or not
     }
     if extension:
         tables["extension.csv"] = (extension, EXTENSION_COLUMNS)
+    return tables
+
+
+def data_frames(summary: Summary, extension: list[dict] | None = None) -> dict[str, pd.DataFrame]:
+    """:func:`csv_tables` as pandas DataFrames keyed by the file's stem (``summary``,
+    ``ratios``, ``ranking``, ``failed``, ``runs``, ``extension``), each with its CSV's columns
+    in order (missing values NaN/None): the notebook form of every table aggregate.py writes."""
+    return {
+        name.removesuffix(".csv"): pd.DataFrame(
+            [{key: row.get(key) for key in columns} for row in rows], columns=list(columns)
+        )
+        for name, (rows, columns) in _csv_only(csv_tables(summary, extension))
+    }
+
+
+def _csv_only(tables: dict) -> list[tuple[str, tuple]]:
+    """The (name, (rows, columns)) of the CSV files among ``tables`` (others are text)."""
+    return [(name, table) for name, table in tables.items() if name.endswith(".csv")]
+
+
+def load_tables(folder: str | Path | list, **options) -> dict[str, pd.DataFrame]:
+    """Every table ``scripts/aggregate.py`` writes for ``folder``, as pandas DataFrames with the
+    CSV files' columns (:func:`data_frames`): ``summary``, ``ratios``, ``ranking`` (the
+    ranking, then the comparisons left out), ``failed``, ``runs`` and, where runs carry
+    re-evaluations, ``extension``. ``options`` are :func:`aggregate`'s (``metric=``, ``tag=``…)."""
+    summary = aggregate(folder, **options)
+    return data_frames(summary, extension_rows(summary))
+
+
+def write_outputs(
+    summary: Summary, out_dir: str | Path | None = None, extension: list[dict] | None = None
+) -> list[Path]:
+    """summary.csv, summary.md, ratios.csv, ranking.csv, failed.csv and runs.csv, and with
+    ``extension`` rows (``lengen.aggregate.extension``) extension.csv and extension.md, named by
+    :func:`output_name` (tag, metric, statistic), written atomically; returns the paths. In the
+    CSV files None is an empty field and numbers have full precision."""
+    csv = csv_tables(summary, extension)
+    tables: dict = {"summary.csv": csv["summary.csv"], "summary.md": format_markdown(summary)}
+    tables |= csv  # summary.csv keeps its first place: the files in the order they always had
+    if extension:
         tables["extension.md"] = format_extension(summary, extension)
     paths = []
     for name, table in tables.items():
