@@ -127,7 +127,7 @@ def test_a_packs_job_leaves_one_record_per_member_and_each_counts_by_its_own_dir
     (tmp_path / "m1" / "checkpoints").mkdir(parents=True)
     (tmp_path / "m1" / "checkpoints" / "last.ckpt").write_text("x")  # stopped mid-pack
     SweepReport.record(hydra, None)
-    SweepReport.record(hydra, "failed: exited with status 137 before finishing")
+    SweepReport.record(hydra, "failed: exited with status 137 before finishing", launcher=True)
     status, out, err = report(tmp_path)
     assert status == 1 and "sweep: 2 runs (1 trained, 1 interrupted)" in out
     assert "  m1: interrupted: " in err and "  m0:" not in err

@@ -208,11 +208,14 @@ class SweepReport(Callback):
             self.record(config.hydra, f"failed: {job_return._return_value!r}")
 
     @classmethod
-    def record(cls, hydra: DictConfig, outcome: str | list[str] | None) -> None:
+    def record(
+        cls, hydra: DictConfig, outcome: str | list[str] | None, *, launcher: bool = False
+    ) -> None:
         """Write the job's records from its ``hydra`` config node (rank 0 of a multi-process
-        job writes; a launcher records how a job ended outside Python's reach): one per run,
-        ``<sweep dir>/.jobs/<run number - 1>.json``, so a pack's job writes one per member
-        (``outcome``: one for all, or a list with each member's)."""
+        job writes; a launcher records how a job ended outside Python's reach, ``launcher``):
+        one per run, ``<sweep dir>/.jobs/<run number - 1>.json``, so a pack's job writes one per
+        member (``outcome``: one for all, or a list with each member's). A record carries the
+        job's overrides, which name it where jobs share a folder."""
         import json
 
         from hydra.types import RunMode
@@ -230,10 +233,14 @@ class SweepReport(Callback):
             [Path(hydra.runtime.output_dir)] if members is None else member_dirs(hydra, members)
         )
         outcomes = outcome if isinstance(outcome, list) else [outcome] * len(run_dirs)
+        task = hydra.get("overrides", {}).get("task") or []
+        overrides = [str(o) for o in task if not str(o).startswith("hydra.sweeper.pack_members")]
         folder.mkdir(parents=True, exist_ok=True)
         for index, (run_dir, said) in enumerate(zip(run_dirs, outcomes, strict=True)):
             path = folder / f"{first + index}.json"
-            record = {"run_dir": str(run_dir), "outcome": said}
+            record = {"run_dir": str(run_dir), "outcome": said, "overrides": overrides}
+            if launcher:  # the process's end, not the run's word: its directory decides
+                record["launcher"] = True
             if members is not None:  # its wall time is the pack's, shared by its members
                 record["pack"] = len(members)
             if said is None:  # the job starts
@@ -337,12 +344,19 @@ class SweepReport(Callback):
 
     @classmethod
     def outcome(cls, record: dict) -> tuple[str, str]:
-        """(kind, detail) of one job: its run directory first, then what the job returned."""
+        """(kind, detail) of one run: its job's own word first, then its run directory. A job
+        that says it was refused, failed or was interrupted did not finish, whatever the
+        directory holds (two jobs given one directory: the second's refusal is no success for
+        finding the first's results). A run counts finished only where its directory holds
+        results; a job that left no word (killed, or ended outside Python: a launcher's
+        record) is counted from its directory alone."""
         from lengen.rundir import run_state
 
         state, detail = run_state(Path(record["run_dir"]))
         returned = record.get("outcome") or ""
         kind, _, said = returned.partition(": ")
+        if kind in cls.UNFINISHED and not record.get("launcher"):
+            return kind, said
         if state == "finished":
             if returned == "finished earlier":
                 return "finished earlier", ""
@@ -352,6 +366,15 @@ class SweepReport(Callback):
         if state in ("interrupted", "failed"):
             return state, detail
         return "failed", said or returned or "no results, and the job left no word (killed?)"
+
+    @staticmethod
+    def job_name(record: dict, records: list[dict]) -> str:
+        """A run's name in the report: its folder's, and its job's overrides where other jobs
+        wrote into that folder too."""
+        name = Path(record["run_dir"]).name
+        if sum(r.get("run_dir") == record["run_dir"] for r in records) > 1:
+            name += f" ({' '.join(record.get('overrides') or []) or 'no overrides'})"
+        return name
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         from lengen.rundir import release_sweep
@@ -373,7 +396,7 @@ class SweepReport(Callback):
                 records.append(json.loads(path.read_text()))
             except (OSError, ValueError):
                 records.append({"run_dir": str(path), "outcome": "failed: unreadable record"})
-        outcomes = [(Path(r["run_dir"]).name, *self.outcome(r)) for r in records]
+        outcomes = [(self.job_name(r, records), *self.outcome(r)) for r in records]
         kinds = [kind for _, kind, _ in outcomes]
         counts = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds))
         plan = self.read_plan(sweep_dir)

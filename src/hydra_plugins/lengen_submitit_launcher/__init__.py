@@ -115,7 +115,7 @@ class LengenSlurmLauncher(SlurmLauncher):
 
         outcome = f"failed: {why} (log: {submitit.JobEnvironment().paths.stderr})"
         if HydraConfig.initialized():
-            SweepReport.record(HydraConfig.get(), outcome)
+            SweepReport.record(HydraConfig.get(), outcome, launcher=True)
         return JobReturn(status=JobStatus.COMPLETED, _return_value=outcome)
 
     # -- in the sweep ----------------------------------------------------------------------------
