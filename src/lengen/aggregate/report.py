@@ -18,6 +18,7 @@ from lengen.aggregate.stats import (
     aggregate,
     ranking_columns,
 )
+from lengen.aggregate.verdicts import verdicts_json
 from lengen.atomic import atomic_write
 from lengen.results import CONFIG_NAME, HEADLINE_METRIC
 
@@ -63,6 +64,7 @@ def csv_tables(summary: Summary, extension: list[dict] | None = None) -> dict[st
         ),
         "failed.csv": ([run.record for run in summary.failed], RUN_COLUMNS),
         "runs.csv": ([run.record for run in summary.runs], RUN_COLUMNS),
+        "verdicts.json": verdicts_json(summary.verdicts, summary.test_rule),  # a test or not
     }
     if extension:
         tables["extension.csv"] = (extension, EXTENSION_COLUMNS)
