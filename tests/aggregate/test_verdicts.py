@@ -149,3 +149,12 @@ def test_summary_md_states_the_class_and_the_reason(tmp_path):
     write_outputs(aggregate(tmp_path))
     text = (tmp_path / "summary.md").read_text()
     assert "| copy | decoder | 4 | not a test | nope 0/3, rope 3/3 | nope 0 of 3 seeds" in text
+
+
+def test_language_modelling_rows_leave_n_reached_empty(tmp_path):
+    """Nothing was checked, so no count: an empty field, not 0 (which would read 'none')."""
+    for pe in ("rope", "alibi"):
+        write_run(tmp_path, pe, pe=pe, ppl={4: 20.0, 8: 25.0})
+    write_outputs(aggregate(tmp_path, metric="ppl"))
+    with open(tmp_path / "summary.ppl.csv") as handle:
+        assert {row["n_reached"] for row in csv.DictReader(handle)} == {""}

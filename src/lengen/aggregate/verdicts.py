@@ -125,6 +125,15 @@ def arm_label(arm: dict) -> str:
     return f"{arm['pe']} ({arm['settings']})" if arm["settings"] else str(arm["pe"])
 
 
+def reached_of(arm: dict) -> str:
+    """``2/3``: the arm's seeds that reached the criterion / its seeds; ``–/2 (not checkable)``
+    where none could be checked (language modelling)."""
+    if arm["n_unchecked"] == arm["n_seeds"]:
+        return f"–/{arm['n_seeds']} (not checkable)"
+    unchecked = f", {arm['n_unchecked']} not checkable" if arm["n_unchecked"] else ""
+    return f"{arm['n_reached']}/{arm['n_seeds']}{unchecked}"
+
+
 def annotate_rows(rows: list[dict], verdicts: list[dict]) -> None:
     """summary.csv's ``comparison`` (the class of the row's comparison) and ``n_reached`` (runs
     of the row's configuration that reached the in-distribution criterion), in place."""
@@ -140,7 +149,8 @@ def annotate_rows(rows: list[dict], verdicts: list[dict]) -> None:
             None,
         )
         row["comparison"] = entry["class"] if entry else None
-        row["n_reached"] = arm["n_reached"] if arm else None
+        checked = arm is not None and arm["n_unchecked"] < arm["n_seeds"]
+        row["n_reached"] = arm["n_reached"] if checked else None  # empty: nothing to check
 
 
 def verdicts_json(verdicts: list[dict], rule: tuple[int, int]) -> str:
@@ -171,7 +181,7 @@ def verdict_section(verdicts: list[dict], rule: tuple[int, int]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for entry in verdicts:
-        arms = ", ".join(f"{arm_label(a)} {a['n_reached']}/{a['n_seeds']}" for a in entry["arms"])
+        arms = ", ".join(f"{arm_label(a)} {reached_of(a)}" for a in entry["arms"])
         cells = [entry["task"], entry["model"], entry["train_len"], entry["class"], arms]
         cells.append(entry["reason"])
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
