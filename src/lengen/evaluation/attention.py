@@ -279,12 +279,13 @@ def recording_statistics(max_block_elements: int = MAX_BLOCK_ELEMENTS):
 
 
 def layer_names(model: torch.nn.Module) -> list[str]:
-    """Names of the positional self-attention layers in call order (e.g. 'encoder.0')."""
+    """Names of the positional self-attention layers in call order (e.g. 'encoder.0'); a
+    block whose mixer is recurrent (``model.mixers``: docs/models.md) has none and is left out."""
     from lengen.model.transformer import Stack
 
     names = []
     for stack_name, module in model.named_modules():
         if isinstance(module, Stack):
             prefix = "" if stack_name == "stack" else f"{stack_name}."  # decoder-only: '0', '1'
-            names += [f"{prefix}{i}" for i in range(len(module.blocks))]
+            names += [f"{prefix}{i}" for i, block in enumerate(module.blocks) if block.attends]
     return names

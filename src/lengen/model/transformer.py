@@ -77,6 +77,11 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
         self.dropout = nn.Dropout(dropout)
 
+    @property
+    def attends(self) -> bool:
+        """Its mixer is attention (the encoding's hooks apply), not a recurrent one."""
+        return not isinstance(self.attn, RecurrentMixer)
+
     def forward(self, x, pe, positions, memory=None, cache: LayerCache | None = None):
         # x: (B, T, D), memory: (B, S, D) or None; cache: this block's state while decoding
         self_cache = cross_cache = None
