@@ -42,6 +42,8 @@ _BUILDERS = {
     ".jsonl": "json",
     ".parquet": "parquet",
 }
+#: where a user reads how to get the text data (the refusal for missing files names it)
+GETTING_DATA = 'docs/data.md, "Getting the text data"'
 _ROWS_PER_CHUNK = 2048  # rows encoded per encode_batch call (one progress-bar tick)
 
 
@@ -64,10 +66,13 @@ def expand_files(key: str, spec) -> list[Path]:
         matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
         matches = [m for m in matches if Path(m).is_file()]
         if not matches:
+            # a fresh clone has no ../shared/data: the line says where the recipes' data
+            # comes from, not only that it is missing
             raise ValueError(
                 f"{key}: no file matches {entry!r} (relative paths are taken from the current "
                 f"directory {os.getcwd()}); allowed: a path, a glob or a list of text (.txt), "
-                f"JSON lines (.json, .jsonl) or parquet files"
+                f"JSON lines (.json, .jsonl) or parquet files; to get WikiText-2 and the other "
+                f"text sets (local files, or the hub with data.dataset): {GETTING_DATA}"
             )
         files += [Path(m).resolve() for m in matches]
     return files
