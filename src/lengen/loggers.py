@@ -88,14 +88,7 @@ def wandb(save_dir: str, **keys):
     ``group`` is set.
     """
     cfg = wandb.Options.from_keys(keys, owner="wandb")
-    # "dryrun": wandb's old name for offline, which Lightning writes into WANDB_MODE (so the
-    # next run of a sweep finds it there)
-    mode = cfg.mode or os.environ.get("WANDB_MODE", "").replace("dryrun", "offline") or "offline"
-    if mode not in WANDB_MODES:  # logger.mode is checked: this is the environment's
-        raise ValueError(
-            f"WANDB_MODE must be one of {', '.join(WANDB_MODES)} (read where logger.mode is "
-            f"null); got {mode!r}"
-        )
+    mode = wandb_mode(cfg)
     for variable, path in wandb_paths(save_dir).items():
         _point(variable, path)
     os.environ["WANDB_MODE"] = mode
@@ -117,6 +110,81 @@ def wandb(save_dir: str, **keys):
 
 
 wandb.Options = WandbConfig
+
+
+def wandb_mode(cfg: WandbConfig) -> str:
+    """The mode a wandb run starts in: ``logger.mode``, else ``WANDB_MODE``, else offline."""
+    # "dryrun": wandb's old name for offline, which Lightning writes into WANDB_MODE (so the
+    # next run of a sweep finds it there)
+    mode = cfg.mode or os.environ.get("WANDB_MODE", "").replace("dryrun", "offline") or "offline"
+    if mode not in WANDB_MODES:  # logger.mode is checked: this is the environment's
+        raise ValueError(
+            f"WANDB_MODE must be one of {', '.join(WANDB_MODES)} (read where logger.mode is "
+            f"null); got {mode!r}"
+        )
+    return mode
+
+
+#: the W&B server an online run talks to, unless ``WANDB_BASE_URL`` names another
+WANDB_SERVER = "https://api.wandb.ai"
+#: seconds the pre-check waits for the server: wandb itself waits 90 s, then fails mid-start
+WANDB_CONNECT_SECONDS = 5.0
+
+
+def wandb_start_refusal(cfg: WandbConfig) -> str | None:
+    """Why an online wandb run cannot start here -> one line naming the key and how to run
+    offline; None when it can, or when it is not online. No credentials (``WANDB_API_KEY``,
+    ``WANDB_IDENTITY_TOKEN_FILE``, or ``wandb login``'s .netrc entry for the server: where
+    wandb looks) or a server that does not answer (one TCP connection, at most
+    ``WANDB_CONNECT_SECONDS``) would end the run in wandb's traceback after its run directory
+    was made; ``lengen.preflight.resources`` asks this first. Torch-free."""
+    import socket
+    from urllib.parse import urlsplit
+
+    mode = wandb_mode(cfg)
+    if mode != "online":
+        return None
+    key = "logger.mode=online" if cfg.mode else "WANDB_MODE=online"
+    offline = (
+        "allowed: logger.mode=offline or WANDB_MODE=offline (the run is kept in "
+        "<run dir>/wandb/offline-run-*; `wandb sync` that folder uploads it later)"
+    )
+    server = os.environ.get("WANDB_BASE_URL") or WANDB_SERVER
+    url = urlsplit(server)
+    if not url.hostname:
+        return f"WANDB_BASE_URL={server}: no server address; allowed: a URL such as {WANDB_SERVER}"
+    if not _wandb_credentials(url.netloc):
+        return (
+            f"logger=wandb {key}: no W&B credentials here (WANDB_API_KEY, or `wandb login`'s "
+            f"entry for {url.netloc} in {_netrc_path()}); {offline}"
+        )
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+        socket.create_connection((url.hostname, port), timeout=WANDB_CONNECT_SECONDS).close()
+    except (OSError, ValueError) as error:  # ValueError: a port that is no number
+        return f"logger=wandb {key}: the W&B server {server} cannot be reached ({error}); {offline}"
+    return None
+
+
+def _wandb_credentials(netloc: str) -> bool:
+    """Whether wandb would find credentials for the server at ``netloc`` (its own order)."""
+    import netrc
+
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return True
+    try:
+        entry = netrc.netrc(_netrc_path()).authenticators(netloc)
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return bool(entry and entry[2])
+
+
+def _netrc_path() -> Path:
+    """The .netrc wandb reads: ``$NETRC``, else ~/.netrc (or ~/_netrc where only it exists)."""
+    if os.environ.get("NETRC"):
+        return Path(os.environ["NETRC"]).expanduser()
+    unix, windows = Path("~/.netrc").expanduser(), Path("~/_netrc").expanduser()
+    return windows if windows.exists() and not unix.exists() else unix
 
 
 def wandb_paths(save_dir: str) -> dict[str, Path]:

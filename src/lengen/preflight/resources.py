@@ -1,6 +1,6 @@
 """What the machine can run: the devices, precision and memory a config asks for exist here,
-checked before anything is built (``ConfigError`` naming the key). Torch is imported only where
-a GPU device node exists."""
+and its logger can start, checked before anything is built (``ConfigError`` naming the key).
+Torch is imported only where a GPU device node exists."""
 
 from __future__ import annotations
 
@@ -8,12 +8,33 @@ from omegaconf import DictConfig
 
 from lengen.config import eval_lengths
 from lengen.errors import ConfigError
+from lengen.loggers import wandb_start_refusal
+from lengen.options import WandbConfig, logger_options
+from lengen.schema import node_options
 
 
 def check_resources(cfg: DictConfig) -> None:
-    """The devices and memory a config asks for exist here (ConfigError naming the key)."""
+    """The devices and memory a config asks for exist here, and its logger can start
+    (ConfigError naming the key)."""
     check_devices(cfg)
     check_memory(cfg)
+    check_logger(cfg)
+
+
+def check_logger(cfg: DictConfig) -> None:
+    """A logger that cannot start here (``logger=wandb`` online without credentials or a
+    reachable server: ``lengen.loggers.wandb_start_refusal``) is refused before the run
+    directory is made; it failed in wandb's traceback after."""
+    logger = cfg.get("logger")
+    if logger is None or logger_options(logger.get("_target_")) is not WandbConfig:
+        return
+    options = WandbConfig.from_keys(node_options(logger), owner="wandb")
+    try:
+        refusal = wandb_start_refusal(options)
+    except ValueError as error:  # WANDB_MODE of no mode
+        raise ConfigError(str(error)) from None
+    if refusal is not None:
+        raise ConfigError(refusal)
 
 
 def cuda_available() -> bool:
