@@ -93,7 +93,8 @@ def test_a_damaged_file_is_rough_and_then_replaced(tmp_path):
     path.write_text("{not json")
     assert "rough:" in Estimate(path, MACHINE, "cpu").line(10, 1e9, 1e9, "t")
     Estimate(path, MACHINE, "cpu").record(1e9, 0.1, 1e9, 1.0, "t", 1.0)
-    assert json.loads(path.read_text())["machines"][MACHINE]["train"] == [[1e9, 0.1]]
+    # (FLOPs, the quiet equivalent, the contention it was divided by: 1 on a quiet machine)
+    assert json.loads(path.read_text())["machines"][MACHINE]["train"] == [[1e9, 0.1, 1.0]]
 
 
 def test_flops_grow_with_the_batch_and_the_length():
@@ -205,14 +206,16 @@ def test_a_size_measured_several_times_scales_from_its_fastest_time():
     assert interpolate([[1e9, 0.2], [1e9, 2.0]], 4e9) == pytest.approx(0.8)
 
 
-def test_a_calibration_of_the_old_format_is_read_as_empty_and_replaced(tmp_path):
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_calibration_of_an_old_format_is_read_as_empty_and_replaced(tmp_path, version):
     # version 1 kept the step times of short runs (warm-up and validations), which once made
-    # an estimate 321 h
+    # an estimate 321 h; version 2 the times as measured, under whatever load
     path = tmp_path / "timings.json"
-    path.write_text(json.dumps({"version": 1, "machines": {MACHINE: {"train": [[1e9, 7.0]]}}}))
+    old = {"version": version, "machines": {MACHINE: {"train": [[1e9, 7.0]]}}}
+    path.write_text(json.dumps(old))
     assert "rough:" in Estimate(path, MACHINE, "cpu").line(10, 1e9, 1e9, "t")
     Estimate(path, MACHINE, "cpu").record(1e9, 0.1, 1e9, 1.0, "t", 1.0)
-    assert json.loads(path.read_text())["machines"][MACHINE]["train"] == [[1e9, 0.1]]
+    assert json.loads(path.read_text())["machines"][MACHINE]["train"] == [[1e9, 0.1, 1.0]]
 
 
 def test_a_run_without_a_step_time_still_counts_as_calibrating(tmp_path):

@@ -22,6 +22,7 @@ LAYERS = (
     # below results, which writes atomically and records provenance; the errors every layer
     # raises; the process's signals and output streams
     ("atomic", "provenance", "errors", "process"),
+    ("estimate",),  # a run's expected time from the machine's calibration (progress shows it)
     ("checks", "results", "measure", "caches", "lazy", "identity", "progress"),
     ("schema",),  # the typed configs' rules, from checks' positive_int
     ("options",),  # the run's typed configs, on schema
@@ -30,7 +31,8 @@ LAYERS = (
     ("data", "plots"),
     ("evaluation", "build", "checkpoints"),
     ("lit", "rundir", "packable"),  # packable: which configs share a pack (the pre-check's)
-    ("sweep_packs",),  # a sweep's jobs grouped into packs, and how a pack travels as one job
+    # a sweep's jobs grouped into packs, and how a pack travels as one job; a sweep's time
+    ("sweep_packs", "sweep_estimate"),
     ("preflight",),  # can this command line run? (above build and rundir, below the runs)
     ("train", "api"),
     ("pack",),  # many seeds in one process: run()'s writing and evaluation, per member

@@ -270,16 +270,20 @@ class SweepReport(Callback):
         workers: int,
         skipped: list[dict],
         jobs: list[int] | None = None,
+        estimates: list | None = None,
     ) -> None:
         """The sweep's plan, before its first job: the runs it will start, how many jobs at
-        once, the combinations it skips ({"overrides", "reason"} each) and the runs of each job
-        (``jobs``: 1 each, a pack's its members; default one run per job)."""
+        once, the combinations it skips ({"overrides", "reason"} each), the runs of each job
+        (``jobs``: 1 each, a pack's its members; default one run per job) and each run's
+        estimate (``lengen.sweep_estimate.planned_runs``; None: no time left from them)."""
         import json
 
         from lengen.atomic import atomic_write
 
         plan = {"runs": runs, "workers": workers, "skipped": skipped, "started": time.time()}
         plan["jobs"] = list(jobs) if jobs is not None else [1] * runs
+        if estimates is not None:
+            plan["estimates"] = list(estimates)
         atomic_write(Path(sweep_dir) / cls.RECORDS / cls.PLAN, json.dumps(plan) + "\n")
 
     @classmethod
@@ -307,12 +311,14 @@ class SweepReport(Callback):
     @classmethod
     def progress_line(cls, hydra: DictConfig) -> str | None:
         """``sweep: run k of N (<run folder>)`` (a pack's job: ``runs k–l of N (a pack of m:
-        <first folder> … <last folder>)``), and once a run has finished, how many have and the
-        time left: the finished runs' mean wall time (a pack's shared by its members) × the
-        runs not finished / the jobs at once. None outside a sweep of lengen's sweeper."""
+        <first folder> … <last folder>)``), how many runs have finished and the time left
+        (``lengen.sweep_estimate.time_left``: the runs still to go, each by its estimate as
+        the finished runs of its mechanism corrected it). None outside a sweep of lengen's
+        sweeper."""
         from hydra.types import RunMode
 
         from lengen.progress import duration
+        from lengen.sweep_estimate import time_left
         from lengen.sweep_packs import member_dirs, pack_members
 
         if hydra.mode != RunMode.MULTIRUN:
@@ -332,14 +338,11 @@ class SweepReport(Callback):
                 f"sweep: runs {number}–{number + len(names) - 1} of {runs} "
                 f"(a pack of {len(names)}: {shown})"
             )
-        shares = [
-            r["wall_s"] / max(1, int(r.get("pack") or 1))
-            for r in map(cls._read, cls.job_records(sweep_dir))
-            if isinstance(r.get("wall_s"), int | float)
-        ]
-        if shares:
-            left = sum(shares) / len(shares) * max(runs - len(shares), 0) / plan.get("workers", 1)
-            line += f"; {len(shares)} finished, ≈ {duration(left)} left"
+        records = {int(path.stem): cls._read(path) for path in cls.job_records(sweep_dir)}
+        if (left := time_left(plan, records)) is not None:
+            finished, seconds = left
+            line += f"; {finished} finished," if finished else ";"
+            line += f" ≈ {duration(seconds)} left"
         return line
 
     @classmethod

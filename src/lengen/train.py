@@ -103,11 +103,20 @@ class RunTiming:
         """Print the estimate line -> the timing to finish, or None where no estimate could be
         made (a component without the usual sizes: the run goes on without one)."""
         from lengen.caches import calibration_file
-        from lengen.progress import Estimate, StepTimer, eval_flops, machine_key, train_step_flops
+        from lengen.estimate import (
+            Estimate,
+            eval_flops,
+            machine_key,
+            mechanism_key,
+            train_step_flops,
+        )
+        from lengen.progress import StepTimer
 
         try:
             device = trainer.strategy.root_device.type
-            estimate = Estimate(calibration_file(), machine_key(device, trainer.world_size), device)
+            machine = machine_key(device, trainer.world_size)
+            # keyed by the encoding and model too: FLOPs alone missed PaTH's step by -48 %
+            estimate = Estimate(calibration_file(), machine, device, mechanism_key(cfg))
             n_params = sum(p.numel() for p in model.parameters())
             sizes = (n_params, int(cfg.model.n_layers), int(cfg.model.d_model))
             tokens = data.sequence_length(data.train_len)
@@ -133,8 +142,9 @@ class RunTiming:
         if step is not None and self.fit_seconds is not None:
             start = max(0.0, self.fit_seconds - self.timer.steps() * step)
         self.estimate.record(
-            self.step_flops, step, self.eval_flops, eval_seconds, self.protocol, start, self.lengths
-        )
+            self.step_flops, step, self.eval_flops, eval_seconds, self.protocol, start, self.lengths,
+            load=self.timer.mean_load(),  # the load while it trained: its quiet time recorded
+        )  # fmt: skip
 
 
 def sweep_label(directory: RunDirectory) -> str:

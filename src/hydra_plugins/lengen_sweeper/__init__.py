@@ -6,9 +6,11 @@ It lives in ``hydra_plugins`` because Hydra instantiates sweepers only from ther
 nothing of lengen's at module level: Hydra imports every plugin at every start.
 
 * **The plan.** Before the first job it writes ``<sweep dir>/.jobs/sweep.json`` (how many runs,
-  how many run at once, the skipped combinations, when it started) and prints one line. Each
-  job reads it at its start to say "run k of N" and, once a run has finished, the time left
-  (``lengen.cli.SweepReport``); the report at the end says the total time. Jobs in other
+  how many run at once, the skipped combinations, when it started, every run's estimate from
+  this machine's calibration: ``lengen.sweep_estimate``) and prints one line, then the total
+  ("sweep: 8 runs, ≈ 4m10s in all (…)"). Each job reads it at its start to say "run k of N"
+  and the time left, from the runs still to go (``lengen.cli.SweepReport``); the report at
+  the end says the total time. Jobs in other
   processes (joblib's workers, SLURM jobs) read it from the sweep folder.
 * **Skipping** (``hydra.sweeper.skip_invalid=true``): a job that the pre-check refuses
   (``lengen.preflight.check_sweep_jobs``, which train.py runs before Hydra starts; asked here
@@ -50,6 +52,7 @@ class LengenSweeper(BasicSweeper):
         """The basic sweeper's sweep over the jobs that are not skipped, plan first."""
         from lengen.cli import SweepReport
         from lengen.preflight import checked_jobs, skip_invalid
+        from lengen.sweep_estimate import total_line
         from lengen.sweep_packs import pack_size, plan_line, plan_packs
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
@@ -71,12 +74,17 @@ class LengenSweeper(BasicSweeper):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         workers = parallel_runs(self.config.hydra.launcher, len(jobs))
-        SweepReport.write_plan(sweep_dir, runs=runs, workers=workers, skipped=skipped, jobs=sizes)
+        estimates = self._estimates(jobs, sizes)
+        SweepReport.write_plan(
+            sweep_dir, runs=runs, workers=workers, skipped=skipped, jobs=sizes, estimates=estimates
+        )
         at_once = f", {workers} at a time" if workers > 1 else ", one after another"
         lines = [f"sweep: {plan_line(runs, sizes)}{at_once}, into {sweep_dir}"]
         if skipped:
             lines[0] += f"; {len(skipped)} combination{'s' * (len(skipped) != 1)} skipped"
             lines += [f"sweep: skipped {s['overrides']}: {s['reason']}" for s in skipped]
+        if estimates is not None and (total := total_line(estimates, workers)) is not None:
+            lines.append(total)  # before the first run: the whole sweep's time
         print("\n".join(lines), flush=True)
         returns = []
         initial_job_idx = 0
@@ -90,6 +98,18 @@ class LengenSweeper(BasicSweeper):
             initial_job_idx += len(batch)
             returns.append(results)
         return returns
+
+    def _estimates(self, jobs, sizes: list[int]) -> list | None:
+        """Every run's estimate (``lengen.sweep_estimate.planned_runs``), None where the jobs'
+        configs cannot be composed here (their jobs will say why): never a reason to stop."""
+        from lengen.sweep_estimate import planned_runs
+
+        loader = self.hydra_context.config_loader
+        try:
+            configs = [loader.load_sweep_config(self.config, list(job)) for job in jobs]
+            return planned_runs(configs, sizes)
+        except Exception:  # noqa: BLE001 - an estimate never stops a sweep
+            return None
 
     def _runnable(self, jobs, swept: set[str]) -> tuple[list, list[dict]]:
         """(the jobs to run, the skipped ones as {"overrides", "reason"}), in sweep order."""

@@ -1,0 +1,164 @@
+"""A sweep's time: its total before the first run, and the time left from the runs still to go.
+
+Before its first job, lengen's sweeper asks ``planned_runs`` for every run's estimate: each
+job's config is built as the pre-check builds one it does not know (``build(meta=True)``:
+shapes, no weights), and the machine's calibration (``lengen.estimate.Estimate``, keyed by the
+run's mechanism) turns its steps, FLOPs and evaluation into seconds, as the run's own line
+will. A pack's job is one estimate (steps × one pack step, plus every member's evaluation),
+shared by its members. Configs that differ only in their seeds cost the same: built once.
+Building stops after ``BUDGET_SECONDS`` (a text corpus tokenised on first use, a thousand
+jobs): the runs not reached have no estimate, and the total says how many it covers.
+
+Each job's "run k of N" line then says the time left (``time_left``): the sum over the runs
+not finished (this one included) of their estimates, each × the ratio measured / estimated
+of the finished runs of the same mechanism (the encoding's cost the calibration did not know,
+and the machine's load since), or of all finished runs where none of its mechanism has
+finished, over the runs at once. A sweep whose plan has no estimates (another sweeper's plan,
+an older one) keeps the former rule: the finished runs' mean wall time × the runs left.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+#: seconds the plan may spend building the runs' models for their estimates (module docstring)
+BUDGET_SECONDS = 20.0
+
+
+def planned_device(cfg: DictConfig) -> tuple[str, int]:
+    """(device type, processes) a run of ``cfg`` will train on, as its trainer will choose:
+    ``trainer.accelerator`` (auto: a GPU where torch sees one), devices × nodes where given as
+    numbers (else one process)."""
+    import torch
+
+    accelerator = str(cfg.trainer.get("accelerator") or "auto").lower()
+    if accelerator in ("gpu", "cuda"):
+        device = "cuda"
+    elif accelerator == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    else:
+        device = accelerator if accelerator in ("cpu", "mps") else "cpu"
+    devices, nodes = cfg.trainer.get("devices"), cfg.trainer.get("num_nodes") or 1
+    processes = devices * nodes if isinstance(devices, int) and isinstance(nodes, int) else 1
+    return device, max(1, processes)
+
+
+def run_estimate(cfg: DictConfig, members: int = 1) -> dict:
+    """One job's estimate -> {"seconds", "mechanism", "rough"}: its wall time at the load now
+    (a pack of ``members``: the whole pack's), whose mechanism's runs correct it later, and
+    whether any part is a rough guess (nothing of it measured here)."""
+    import torch
+
+    from lengen.build import build
+    from lengen.caches import calibration_file
+    from lengen.estimate import Estimate, eval_flops, machine_key, mechanism_key, train_step_flops
+
+    with torch.random.fork_rng(devices=[]):  # build seeds torch: the sweep's state is kept
+        data, model, lengths = build(cfg, meta=True)
+    device, processes = planned_device(cfg)
+    mechanism = mechanism_key(cfg)
+    estimate = Estimate(calibration_file(), machine_key(device, processes), device, mechanism)
+    n_params = sum(p.numel() for p in model.parameters())
+    sizes = (n_params, int(cfg.model.n_layers), int(cfg.model.d_model))
+    step = train_step_flops(*sizes, data.batch_size, data.sequence_length(data.train_len))
+    samples = int(cfg.eval.get("samples") or 1)
+    evaluation = eval_flops(*sizes, samples, [data.sequence_length(n) for n in lengths])
+    protocol = str(cfg.eval.get("decoding") or "teacher_forced")
+    parts = estimate.parts(
+        int(cfg.trainer.max_steps), step, evaluation, protocol, len(lengths), members=members
+    )
+    return {"seconds": parts["total"], "mechanism": mechanism, "rough": bool(parts["guessed"])}
+
+
+def _cost_key(cfg: DictConfig) -> str:
+    """What a run's cost depends on: its config without hydra and the seeds."""
+    values = OmegaConf.to_container(
+        OmegaConf.masked_copy(cfg, [k for k in cfg if k not in ("hydra", "seed")]), resolve=False
+    )
+    if isinstance(values.get("data"), dict):
+        values["data"].pop("seed", None)
+    return repr(values)
+
+
+def planned_runs(configs: Sequence[DictConfig], sizes: Sequence[int]) -> list[dict | None]:
+    """Every run's estimate, in run order (a pack's job: its members', each an equal share of
+    the pack's) -> a list of {"seconds", "mechanism", "rough"}, None where none was made
+    (the budget spent, or a job whose build fails: its job will say why)."""
+    started, known, runs = time.monotonic(), {}, []
+    for cfg, members in zip(configs, sizes, strict=True):
+        key = (_cost_key(cfg), members)
+        if key not in known and time.monotonic() - started < BUDGET_SECONDS:
+            try:
+                known[key] = run_estimate(cfg, members)
+            except Exception:  # noqa: BLE001 - an estimate never stops a sweep
+                known[key] = None
+        job = known.get(key)
+        share = None if job is None else {**job, "seconds": job["seconds"] / members}
+        runs += [share] * members
+    return runs
+
+
+def total_line(estimates: Sequence[dict | None], workers: int) -> str | None:
+    """``sweep: 8 runs, ≈ 4m10s in all (…)`` from the plan's estimates over ``workers`` runs at
+    once; None where no run has one."""
+    from lengen.estimate import duration
+
+    known = [e for e in estimates if e is not None]
+    if not known:
+        return None
+    runs = len(estimates)
+    total = sum(e["seconds"] for e in known) / max(1, workers)
+    notes = []
+    if len(known) < runs:
+        notes.append(f"{len(known)} of {runs} runs estimated")
+    rough = sum(1 for e in known if e["rough"])
+    if rough:
+        notes.append(f"{rough} of {len(known)} partly rough: not all measured on this machine")
+    else:
+        notes.append("calibrated on this machine")
+    at_once = f", {workers} at a time" if workers > 1 else ""
+    return f"sweep: {runs} run{'s' * (runs != 1)}, ≈ {duration(total)} in all{at_once} ({'; '.join(notes)})"
+
+
+def time_left(plan: dict, records: dict[int, dict]) -> tuple[int, float] | None:
+    """(runs finished, seconds left) from the sweep's ``plan`` and its jobs' ``records`` (by
+    run number from 0; a finished one has ``wall_s``, a pack member's the pack's, shared by
+    its ``pack`` members): the module docstring's rule. None where nothing can be said yet."""
+    runs, workers = int(plan.get("runs") or 0), max(1, int(plan.get("workers") or 1))
+    walls = {
+        number: r["wall_s"] / max(1, int(r.get("pack") or 1))
+        for number, r in records.items()
+        if isinstance(r.get("wall_s"), int | float)
+    }
+    estimates = plan.get("estimates")
+    if not isinstance(estimates, list) or len(estimates) != runs or not any(estimates):
+        if not walls:
+            return None
+        mean = sum(walls.values()) / len(walls)
+        return len(walls), mean * max(runs - len(walls), 0) / workers
+    measured: dict[str | None, list[float]] = {}  # mechanism -> [sum of walls, sum of estimates]
+    for number, wall in walls.items():
+        planned = estimates[number] if number < runs else None
+        if planned and planned.get("seconds"):
+            for key in (planned.get("mechanism"), "all runs"):
+                sums = measured.setdefault(key, [0.0, 0.0])
+                sums[0], sums[1] = sums[0] + wall, sums[1] + planned["seconds"]
+    pooled = measured.get("all runs")
+    mean_wall = sum(walls.values()) / len(walls) if walls else None
+    left = 0.0
+    for number in range(runs):
+        if number in walls:
+            continue
+        planned = estimates[number]
+        if planned is None:  # no estimate: the finished runs' mean, else nothing to say
+            if mean_wall is None:
+                return None
+            left += mean_wall
+            continue
+        sums = measured.get(planned.get("mechanism")) or pooled
+        ratio = sums[0] / sums[1] if sums and sums[1] > 0 else 1.0
+        left += planned["seconds"] * ratio
+    return len(walls), left / workers
