@@ -1,0 +1,353 @@
+"""Sequence mixers (``lengen.model.mixers``, docs/models.md): the linear family's chunked and
+recurrent forms against an independent float64 loop over time written here with the
+transition matrix α(I − β k kᵀ); each mixer's whole forward re-derived from its parameters;
+causality, cached decoding, gradients, the refusals, the yamls, and hybrids with every encoding.
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+from helpers import CONFIG_DIR, compose_train, yaml_choices
+from lengen.errors import ConfigError
+from lengen.model import DecoderOnly
+from lengen.model.attention import MultiHeadAttention
+from lengen.model.config import DecoderOnlyConfig, EncoderDecoderConfig, EncoderOnlyConfig
+from lengen.model.mixers.build import build_mixer
+from lengen.model.mixers.config.base import mixer_config_class, mixer_defaults, plan_entry
+from lengen.model.mixers.linear import chunked_form, recurrent_form
+from lengen.pe import NoPE
+from lengen.preflight import validate
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+MIXERS = sorted(path.stem for path in (CONFIG_DIR / "model" / "mixer").glob("*.yaml"))
+RECURRENT = [name for name in MIXERS if name != "attention"]
+#: the linear family: (delta rule, forget gate)
+LINEAR = {"gla": (False, True), "deltanet": (True, False), "gated_deltanet": (True, True)}
+#: the recurrences of the linear family, Grazzi et al.'s β in (0, 2) included
+VARIANTS = {**LINEAR, "gated_deltanet_negative": (True, True)}
+
+
+# -- an independent re-derivation: the recurrence as a loop over time ----------------------------
+def reference_loop(q, k, v, beta, log_decay, state):
+    """Per batch row and head, token by token, with the state transition written as a matrix:
+    S_t = α_t (I − β_t k_t k_tᵀ) S_{t−1} + β_t k_t v_tᵀ (delta rule) or α_t S_{t−1} + k_t v_tᵀ,
+    o_t = S_tᵀ q_t. Shapes as ``chunked_form``'s."""
+    batch, heads, length, dk = q.shape
+    outputs = torch.zeros(batch, heads, length, v.shape[-1], dtype=q.dtype)
+    final = torch.zeros_like(state)
+    for b in range(batch):
+        for h in range(heads):
+            memory = state[b, h].clone()  # (dk, dv)
+            for t in range(length):
+                alpha = 1.0 if log_decay is None else torch.exp(log_decay[b, h, t])
+                key = k[b, h, t][:, None]  # (dk, 1)
+                if beta is None:
+                    memory = alpha * memory + key @ v[b, h, t][None, :]
+                else:
+                    transition = torch.eye(dk, dtype=q.dtype) - beta[b, h, t] * key @ key.T
+                    memory = alpha * transition @ memory + beta[b, h, t] * key @ v[b, h, t][None, :]
+                outputs[b, h, t] = memory.T @ q[b, h, t]
+            final[b, h] = memory
+    return outputs, final
+
+
+def random_terms(variant: str, length: int = 10, seed: int = 0):
+    """q, k, v, β, log α and a start state in float64 (B 2, H 2, dk 3, dv 4)."""
+    delta, gated = VARIANTS[variant]
+    generator = torch.Generator().manual_seed(seed)
+
+    def draw(*shape):
+        return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    q, v = draw(2, 2, length, 3), draw(2, 2, length, 4)
+    k = F.normalize(draw(2, 2, length, 3), dim=-1)
+    top = 2.0 if variant.endswith("negative") else 1.0
+    beta = top * torch.rand(2, 2, length, generator=generator, dtype=torch.float64)
+    log_decay = -torch.rand(2, 2, length, generator=generator, dtype=torch.float64)
+    state = draw(2, 2, 3, 4)
+    return q, k, v, beta if delta else None, log_decay if gated else None, state
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_chunked_form_equals_the_reference_loop(variant):
+    q, k, v, beta, log_decay, state = random_terms(variant)
+    expected = reference_loop(q, k, v, beta, log_decay, state)
+    got = chunked_form(q, k, v, beta, log_decay, state, chunk_size=4)  # 10 = 4 + 4 + 2
+    assert_close(got, expected)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_recurrent_form_equals_the_reference_loop(variant):
+    q, k, v, beta, log_decay, state = random_terms(variant)
+    assert_close(
+        recurrent_form(q, k, v, beta, log_decay, state),
+        reference_loop(q, k, v, beta, log_decay, state),
+    )
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 16])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_chunked_and_recurrent_forms_agree_at_any_chunk_size(variant, chunk_size):
+    q, k, v, beta, log_decay, state = random_terms(variant)
+    got = chunked_form(q, k, v, beta, log_decay, state, chunk_size=chunk_size)
+    assert_close(got, recurrent_form(q, k, v, beta, log_decay, state))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_sequence_split_in_two_calls_carries_its_state(variant):
+    q, k, v, beta, log_decay, state = random_terms(variant)
+    whole, final = chunked_form(q, k, v, beta, log_decay, state, chunk_size=4)
+
+    def part(term, piece):
+        return None if term is None else term[:, :, piece]
+
+    first, middle = chunked_form(
+        *(part(t, slice(0, 6)) for t in (q, k, v, beta, log_decay)), state, chunk_size=4
+    )
+    second, last = chunked_form(
+        *(part(t, slice(6, None)) for t in (q, k, v, beta, log_decay)), middle, chunk_size=4
+    )
+    assert_close((torch.cat([first, second], dim=2), last), (whole, final))
+
+
+def test_negative_eigenvalues_flip_a_stored_association():
+    # Grazzi et al.: β = 2 on a unit key reflects the memory along it (eigenvalue 1 − β = −1);
+    # with β < 1 no eigenvalue is negative
+    key = torch.tensor([[[[1.0, 0.0]]]], dtype=torch.float64)  # (1, 1, 1, 2)
+    state = torch.tensor([[[[3.0], [5.0]]]], dtype=torch.float64)  # (1, 1, 2, 1): S = [3, 5]ᵀ
+    zero = torch.zeros(1, 1, 1, 1, dtype=torch.float64)
+    _, after = recurrent_form(key, key, zero, torch.full((1, 1, 1), 2.0).double(), None, state)
+    assert_close(after, torch.tensor([[[[-3.0], [5.0]]]], dtype=torch.float64))
+
+
+# -- each mixer's whole forward, re-derived from its parameters -----------------------------------
+def mixer(name: str, d_model: int = 8, n_heads: int = 2, **options):
+    """A float64 mixer with every parameter redrawn (biases that start at zero act too)."""
+    torch.manual_seed(0)
+    plan = plan_entry({"mixer": name, **options}, "model.mixer")
+    built = build_mixer(
+        plan, d_model=d_model, n_heads=n_heads, dropout=0.0, causal=True, kernel="auto"
+    )
+    built = built.double()
+    with torch.no_grad():
+        for parameter in built.parameters():
+            parameter.normal_(0.0, 0.5)
+    return built
+
+
+def rederived_linear(module, x, delta, gated, beta_scale):
+    """GLA / DeltaNet / Gated DeltaNet from their parameters (docs/models.md), float64."""
+    batch, length, d_model = x.shape
+    heads, head_dim = module.n_heads, d_model // module.n_heads
+
+    def split(y):  # (B, T, D) -> (B, H, T, hd)
+        return y.reshape(batch, length, heads, head_dim).permute(0, 2, 1, 3)
+
+    q, k, v = (
+        split(x @ w.T) for w in (module.query.weight, module.key.weight, module.value.weight)
+    )
+    if delta:
+        q, k = (y * torch.sigmoid(y) for y in (q, k))
+        q, k = (y / y.norm(dim=-1, keepdim=True) for y in (q, k))
+    beta = None
+    if delta:
+        beta = beta_scale / (1 + torch.exp(-(x @ module.beta.weight.T + module.beta.bias)))
+        beta = beta.permute(0, 2, 1)
+    log_decay = None
+    if gated:
+        delta_t = torch.log1p(torch.exp(x @ module.decay.weight.T + module.dt_bias))
+        log_decay = (-torch.exp(module.a_log) * delta_t).permute(0, 2, 1)
+    start = torch.zeros(batch, heads, head_dim, head_dim, dtype=x.dtype)
+    y, _ = reference_loop(q / head_dim**0.5, k, v, beta, log_decay, start)
+    y = y / torch.sqrt((y * y).mean(-1, keepdim=True) + 1e-5) * module.norm.weight
+    y = y.permute(0, 2, 1, 3).reshape(batch, length, d_model)
+    gate = x @ module.gate.weight.T
+    y = y * gate * torch.sigmoid(gate)
+    return y @ module.out.weight.T + module.out.bias
+
+
+def rederived_lstm(module, x):
+    """One LSTM layer written out (gates i, f, g, o, PyTorch's order), then the projection."""
+    lstm = module.lstm
+    batch, length, d_model = x.shape
+    hidden = torch.zeros(batch, d_model, dtype=x.dtype)
+    cell = torch.zeros(batch, d_model, dtype=x.dtype)
+    outputs = []
+    for t in range(length):
+        gates = x[:, t] @ lstm.weight_ih_l0.T + lstm.bias_ih_l0 + hidden @ lstm.weight_hh_l0.T
+        gates = gates + lstm.bias_hh_l0
+        i, f, g, o = gates.chunk(4, dim=-1)
+        cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
+        hidden = torch.sigmoid(o) * torch.tanh(cell)
+        outputs.append(hidden)
+    return torch.stack(outputs, dim=1) @ module.out.weight.T + module.out.bias
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [("gla", {}), ("deltanet", {}), ("gated_deltanet", {}), ("deltanet", {"negative_eigenvalues": True}),
+     ("gated_deltanet", {"negative_eigenvalues": True, "chunk_size": 3}), ("lstm", {})],
+)  # fmt: skip
+def test_mixer_forward_equals_its_float64_rederivation(name, options):
+    module = mixer(name, **options)
+    x = torch.randn(2, 7, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        got = module(x, None, None)
+        if name == "lstm":
+            expected = rederived_lstm(module, x)
+        else:
+            scale = 2.0 if options.get("negative_eigenvalues") else 1.0
+            expected = rederived_linear(module, x, *LINEAR[name], scale)
+    assert_close(got, expected)
+
+
+# -- in a model --------------------------------------------------------------------------------
+def model(mixers, n_layers=2, **sizes) -> DecoderOnly:
+    torch.manual_seed(0)
+    sizes = {"d_model": 16, "n_heads": 2, "d_ff": 32, **sizes}
+    return DecoderOnly(
+        pe=functools.partial(NoPE), vocab_size=11, n_layers=n_layers, mixers=mixers, **sizes
+    ).eval()
+
+
+def tokens(length, seed=0):
+    return torch.randint(0, 11, (2, length), generator=torch.Generator().manual_seed(seed))
+
+
+STACKS = [[name] for name in RECURRENT] + [["gated_deltanet", "attention"], ["lstm", "gla"]]
+IDS = ["+".join(stack) for stack in STACKS]
+
+
+@pytest.mark.parametrize("mixers", STACKS, ids=IDS)
+def test_output_at_t_does_not_depend_on_later_tokens(mixers):
+    net = model(mixers)
+    before, after = tokens(12), tokens(12)
+    after[:, :7] = before[:, :7]
+    with torch.no_grad():
+        assert_close(net(after)[:, :7], net(before)[:, :7])
+
+
+@pytest.mark.parametrize("mixers", STACKS, ids=IDS)
+def test_cached_decoding_equals_the_full_pass(mixers):
+    net = model(mixers)
+    sequence = tokens(13)
+    with torch.no_grad():
+        full = net(sequence)
+        cache = net.new_cache(13)
+        steps = [net.decode(sequence[:, :5], cache)]  # the prompt, then one token at a time
+        steps += [net.decode(sequence[:, t : t + 1], cache) for t in range(5, 13)]
+    assert_close(torch.cat(steps, dim=1), full)
+
+
+@pytest.mark.parametrize("name", RECURRENT)
+def test_decoding_state_stays_the_same_size_as_tokens_arrive(name):
+    net = model([name], n_layers=1)
+    sequence = tokens(40)
+    with torch.no_grad():
+        cache = net.new_cache(40)
+        net.decode(sequence[:, :1], cache)
+        state = cache.layers[0].self_attention.state
+        first = sum(part.numel() for part in (state if isinstance(state, tuple) else (state,)))
+        for t in range(1, 40):
+            net.decode(sequence[:, t : t + 1], cache)
+        state = cache.layers[0].self_attention.state
+        last = sum(part.numel() for part in (state if isinstance(state, tuple) else (state,)))
+    assert last == first
+
+
+@pytest.mark.parametrize("mixers", STACKS, ids=IDS)
+def test_gradients_reach_every_parameter(mixers):
+    net = model(mixers).train()
+    net(tokens(9)).logsumexp(-1).sum().backward()
+    missing = [n for n, p in net.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert missing == []
+
+
+def test_mixers_cycle_over_the_layers():
+    net = model(["gla", "attention"], n_layers=4)
+    kinds = [type(block.attn).__name__ for block in net.stack.blocks]
+    assert kinds == ["GatedLinearAttention", "Attention", "GatedLinearAttention", "Attention"]
+
+
+def test_default_model_keeps_attention_everywhere():
+    net = model(None)
+    assert all(isinstance(block.attn, MultiHeadAttention) for block in net.stack.blocks)
+
+
+# -- options: refused before torch, in one line naming the key ---------------------------------------
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [(["model.mixer=glaa"], "model.mixer must be one of attention, deltanet, gated_deltanet, gla, lstm; got 'glaa'"),
+     (["model.mixers=[gla,{mixer:gla,chunk_size:0}]"], "model.mixers.1.chunk_size must be a positive integer, got 0"),
+     (["model.mixers=[{mixer:lstm,window:4}]"], "model.mixers.0.window: LSTMMixer takes no options"),
+     (["model.mixer=gla", "model.mixers=[gla]"], "model.mixer=gla and model.mixers disagree"),
+     (["model=encoder", "model.mixer=deltanet"], "model.mixer: deltanet reads the tokens left to right")],
+)  # fmt: skip
+def test_bad_mixer_options_are_refused_naming_the_key(overrides, message):
+    with pytest.raises(ConfigError) as refused:
+        validate(compose_train(*overrides))
+    assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
+
+
+def test_mixer_refusals_need_no_torch():
+    code = (
+        "import sys\n"
+        "from lengen.model.config import DecoderOnlyConfig\n"
+        "try:\n"
+        "    DecoderOnlyConfig.from_keys({'mixers': ['gla', 'glaa']}).check()\n"
+        "except ValueError as error:\n"
+        "    print(error)\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert (
+        done.stdout.splitlines()[-1] == "False" and "model.mixers.1 must be one of" in done.stdout
+    )
+
+
+@pytest.mark.parametrize("kind", [EncoderOnlyConfig, EncoderDecoderConfig])
+def test_attention_still_serves_bidirectional_stacks(kind):
+    kind.from_keys({"mixer": "attention"}).check()  # no refusal
+
+
+def test_recurrent_mixers_serve_the_decoder():
+    DecoderOnlyConfig.from_keys({"mixers": RECURRENT}).check()  # no refusal
+
+
+@pytest.mark.parametrize("name", MIXERS)
+def test_mixer_yaml_shows_its_config_classes_defaults(name):
+    target = __import__("yaml").safe_load(
+        (CONFIG_DIR / "model" / "mixer" / f"{name}.yaml").read_text()
+    )["_target_"]
+    assert mixer_defaults(name) == mixer_config_class(target).defaults()
+
+
+# -- composition with every encoding, through the config ------------------------------------------
+@pytest.mark.parametrize("pe", yaml_choices("pe"))
+def test_a_hybrid_builds_and_runs_with_every_encoding(pe):
+    from lengen.build import build
+
+    cfg = compose_train(f"pe={pe}", "model.mixers=[gla,attention]")
+    data, net, _ = build(cfg)
+    logits = net(**data.train_batch(0)["inputs"])
+    assert torch.isfinite(logits).all()
+
+
+def test_a_hybrid_trains_and_evaluates_through_hydra_keys(tmp_path):
+    from lengen.train import run
+
+    cfg = compose_train(
+        "model.mixers=[gated_deltanet,attention]", "eval.decoding=greedy", "logger=none"
+    )
+    results = run(cfg, run_dir=tmp_path)
+    assert "greedy" in {row["protocol"] for row in results["eval"]}  # decoding through the state
+    assert results["attention_diagnostics"]["layers"] == ["1"]  # the attention layer's only
