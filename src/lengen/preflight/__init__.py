@@ -69,6 +69,7 @@ from lengen.preflight.sweeps import (
     check_job,
     check_shared_directories,
     check_sweep_jobs,
+    check_sweep_subdirs,
     checked_jobs,
     job_refusal,
     skip_invalid,
@@ -107,6 +108,7 @@ __all__ = [
     "check_results_file",
     "check_shared_directories",
     "check_sweep_jobs",
+    "check_sweep_subdirs",
     "checked",
     "checked_jobs",
     "composing",
@@ -171,10 +173,8 @@ def precheck(arguments: Sequence[str]) -> int | None:
             raise ConfigError(sweep_in_use_message(Path(values[where]), pid))
     elif command.config_dirs == (CONFIG_DIR,):  # the default: under results/ of this folder
         check_output_dir(f"{where} (default)", "results/multiruns" if sweeping else "results/runs")
-    own_subdir = "hydra.sweep.subdir" in values or any(
-        a.lstrip("~").startswith("hydra.sweep.subdir") for a in command.overrides
-    )
-    if sweeping and not own_subdir:
+    # a subdir of the user's: every job's folder resolved; lengen's default: from the trials
+    if sweeping and not check_sweep_subdirs(command):
         check_shared_directories(configs)
     for cfg in configs:
         check_launch(cfg, sweeping, cluster)

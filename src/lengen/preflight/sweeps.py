@@ -5,13 +5,14 @@ every job as Hydra's basic sweeper lists them and asks each the checks of a sing
 (``check_job``): a refused job is recorded with its one-line reason, and lengen's sweeper
 (``hydra_plugins.lengen_sweeper``) leaves it out of the sweep (``job_refusal``); keys that do not
 exist, and a sweep with no job left, still refuse the whole command. Two jobs that would share
-a run directory refuse the sweep (``check_shared_directories``)."""
+a run directory refuse the sweep (``check_shared_directories`` for the default folder names,
+``check_sweep_subdirs`` for a ``hydra.sweep.subdir`` of the user's)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from lengen.errors import ConfigError
 from lengen.preflight.command import Command, _override_error, parse_overrides
@@ -139,3 +140,87 @@ def check_shared_directories(configs: list[DictConfig]) -> None:
                 f"one value of {keys[0]} per sweep (and hydra.sweep.dir), or python eval.py "
                 f"run=<run dir> {keys[0]}=… after the sweep"
             )
+
+
+def check_sweep_subdirs(command: Command) -> bool:
+    """Refuse a -m sweep whose ``hydra.sweep.subdir`` gives two of its jobs one folder (the
+    second would find the first's run: refused, or with ``resume=auto`` taken for it): every
+    job's subdir resolved as Hydra resolves it for that job, whoever set it (the command line,
+    an experiment, a config folder of the user's). -> False where the subdir is lengen's
+    default, whose names ``check_shared_directories`` checks from the trials (every job
+    composed would cost a compose each). Each group choice is composed once; a job's plain
+    ``key=value`` overrides are applied to a copy, as Hydra applies them after composing."""
+    from hydra import compose
+
+    from lengen.config import CONFIG_DIR
+
+    hydra_overrides = [
+        a for a in command.overrides if a.lstrip("+~").startswith(("hydra.", "hydra/"))
+    ]
+    jobs = sweep_jobs(command.overrides)
+    shipped = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "hydra" / "default.yaml"))
+    default = shipped["sweep"]["subdir"]  # (to_container leaves interpolations as written)
+    composed: dict[tuple[str, ...], DictConfig] = {}
+    seen: dict[str, list[str]] = {}
+    with composing(command.config_dirs):
+        for number, job in enumerate(jobs):
+            values = [o for o in parse_overrides(job) if _plain_value(o, command.config_dirs)]
+            key = tuple(o for o in job if o not in {v.input_line for v in values})
+            if key not in composed:
+                composed[key] = compose(
+                    command.config_name,
+                    overrides=[*hydra_overrides, *key],
+                    return_hydra_config=True,
+                )
+            raw = str(OmegaConf.to_container(composed[key].hydra.sweep, resolve=False)["subdir"])
+            if raw == default:
+                return False
+            if "hydra.job.num" in raw or "hydra.job.id" in raw:
+                return True  # a number of each job's own: no two alike
+            subdir = _job_subdir(composed[key], values, job, number, raw)
+            if subdir in seen:
+                swept = [o for o in job if o not in seen[subdir]] or job
+                named = swept[0].partition("=")[0].lstrip("+~")
+                named += ".name" if (command.config_dirs[-1] / named).is_dir() else ""
+                earlier = [o for o in seen[subdir] if o not in job] or seen[subdir]
+                raise ConfigError(
+                    f"hydra.sweep.subdir={raw}: the sweep's jobs {' '.join(earlier)} and "
+                    f"{' '.join(swept)} would share one run directory ({subdir}), and the second "
+                    f"would find the first's run; allowed: a subdir that differs for every job "
+                    f"(naming each swept key, e.g. ${{{named}}}), or "
+                    f"hydra.sweep.subdir left at its default"
+                )
+            seen[subdir] = job
+    return True
+
+
+def _plain_value(override, config_dirs) -> bool:
+    """Whether an override sets a value (``seed=1``), which Hydra applies after composing, and
+    not a group's choice or an addition or deletion, which change what is composed."""
+    if override.is_add() or override.is_force_add() or override.is_delete():
+        return False
+    group = override.key_or_group
+    return "/" not in group and not any((folder / group).is_dir() for folder in config_dirs)
+
+
+def _job_subdir(cfg: DictConfig, values: list, job: list[str], number: int, raw: str) -> str:
+    """``hydra.sweep.subdir`` of job ``number``: its composed config with its values, and the
+    job's number and override names Hydra gives it (``hydra.job.override_dirname`` is Hydra's
+    join of the sorted overrides, without its excluded keys)."""
+    cfg = OmegaConf.create(cfg)  # a copy: the composed config serves other jobs too
+    naming = cfg.hydra.job.config.override_dirname
+    lines = sorted(o for o in job if o.partition("=")[0] not in naming.exclude_keys)
+    with open_dict(cfg):
+        for override in values:
+            OmegaConf.update(cfg, override.key_or_group, override.value(), merge=True)
+        cfg.hydra.job.num = cfg.hydra.job.id = number
+        cfg.hydra.job.override_dirname = naming.item_sep.join(lines).replace("=", naming.kv_sep)
+        cfg.hydra.overrides.task = list(job)
+    try:
+        return str(OmegaConf.select(cfg, "hydra.sweep.subdir"))
+    except Exception as error:  # noqa: BLE001 - an interpolation that does not resolve
+        first = str(error).strip().splitlines()[0]
+        raise ConfigError(
+            f"hydra.sweep.subdir={raw}: cannot be resolved for the job {' '.join(job)} ({first}); "
+            f"allowed: interpolations of keys the config has, e.g. ${{seed}}"
+        ) from None
