@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lengen.aggregate.literature import paper_ratio_section
 from lengen.aggregate.load import DESCRIBED
 from lengen.aggregate.stats import RANKING_COLUMNS, TABLE, Summary, ranking_columns
 from lengen.aggregate.verdicts import verdict_section
@@ -287,7 +288,8 @@ def format_markdown(summary: Summary) -> str:
         title = ", ".join(f"{label} = `{path}`" for label, path in summary.sources)
     lines = [f"# Results summary: {title}", "", *_settings_section(summary)]
     lines += verdict_section(summary.verdicts, summary.test_rule)  # before the numbers it qualifies
-    lines += [*_results_section(summary), *_ratio_section(summary), *_ranking_section(summary)]
+    lines += [*_results_section(summary), *_ratio_section(summary)]
+    lines += [*paper_ratio_section(summary), *_ranking_section(summary)]  # the papers' units
     lines += [f"## Runs that did not learn in distribution (accuracy < {summary.min_accuracy:g})"]
     columns = {"run_dir": "run", **{key: key for key in DESCRIBED}}
     lines += [

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from lengen.aggregate.extension import EXTENSION_COLUMNS, extension_rows
+from lengen.aggregate.literature import PAPER_RATIO_COLUMNS, paper_ratio_rows
 from lengen.aggregate.load import DESCRIBED
 from lengen.aggregate.markdown import format_extension, format_markdown, run_names
 from lengen.aggregate.stats import (
@@ -68,6 +69,8 @@ def csv_tables(summary: Summary, extension: list[dict] | None = None) -> dict[st
     }
     if extension:
         tables["extension.csv"] = (extension, EXTENSION_COLUMNS)
+    if paper := paper_ratio_rows(summary):  # only where a paper's definition is known
+        tables["paper_ratios.csv"] = (paper, PAPER_RATIO_COLUMNS)
     return tables
 
 
