@@ -21,7 +21,7 @@ PACKAGE = ROOT / "src" / "lengen"
 LAYERS = (
     # below results, which writes atomically and records provenance; the errors every layer
     # raises; the process's signals and output streams
-    ("atomic", "provenance", "errors", "process"),
+    ("atomic", "provenance", "errors", "process", "logs"),  # logs: which records reach output
     ("estimate",),  # a run's expected time from the machine's calibration (progress shows it)
     ("checks", "results", "measure", "caches", "lazy", "identity", "progress"),
     ("schema",),  # the typed configs' rules, from checks' positive_int
