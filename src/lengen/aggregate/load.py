@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,6 +140,39 @@ class RunRecord:
         return self
 
 
+#: the values a results row's metrics may hold, closed ranges (NaN, a diverged run, and null
+#: are counted apart by the statistics); ppl and loss may be inf (evaluation/text.py writes an
+#: overflowing perplexity as inf), a rate may not
+METRIC_RANGES = {
+    **dict.fromkeys(("accuracy", "exact_match", "chance_accuracy"), (0.0, 1.0)),
+    **dict.fromkeys(("baseline_accuracy", "baseline_exact_match"), (0.0, 1.0)),
+    **dict.fromkeys(("loss", "bits_per_byte"), (0.0, math.inf)),
+    "ppl": (1.0, math.inf),
+}
+#: the sections of results.json that aggregation and its figures read: objects where present
+SECTIONS = ("attention_diagnostics", "accuracy_by_answer_position", "validation")
+
+
+def value_problems(results: dict, name: str) -> list[str]:
+    """Values no run writes (an accuracy of -5 or inf, a section that is a string): a damaged
+    or hand-edited file, which would pass into the statistics as a value ("inf (n=1)") or end
+    the figures in a traceback. -> one reason per problem, naming the file and the entry."""
+    problems = [
+        f"{name}: {key} is {type(results[key]).__name__}, not an object"
+        for key in SECTIONS
+        if results.get(key) is not None and not isinstance(results[key], dict)
+    ]
+    for index, row in enumerate(results["eval"]):
+        for key, (low, high) in METRIC_RANGES.items():
+            value = row.get(key)
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if number and not math.isnan(value) and not low <= value <= high:
+                problems.append(
+                    f"{name}: eval[{index}].{key}={value} is outside [{low:g}, {high:g}]"
+                )
+    return problems
+
+
 def read_run(run: RunRecord, tag: str | None, min_accuracy: float) -> RunRecord:
     """Read ``run``'s config and results; a run that cannot be used fails with the reason (a
     sweep with broken runs still aggregates; the reasons go to failed.csv)."""
@@ -160,6 +194,8 @@ def read_run(run: RunRecord, tag: str | None, min_accuracy: float) -> RunRecord:
         return run.fail(f"{name} does not follow the schema: {'; '.join(problems[:3])}")
     if not results["eval"]:
         return run.fail(f"{name} has no evaluation rows")
+    if problems := value_problems(results, name):
+        return run.fail("; ".join(problems[:3]))
     run.results = {**results, "eval": sort_rows(results["eval"])}
     trained = run.results  # whether a model learned is a fact of its training run's results
     if tag is not None:

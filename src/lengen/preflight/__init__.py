@@ -167,6 +167,12 @@ def precheck(arguments: Sequence[str]) -> int | None:
         validate(cfg)
     sweeping = command.sweeping
     where = "hydra.sweep.dir" if sweeping else "hydra.run.dir"
+    if sweeping:  # the launcher's, sweeper's and records folder's refusals (launchers.py)
+        from lengen.preflight.launchers import check_sweep_launch
+
+        check_sweep_launch(
+            command.overrides, command.config_dirs, command.config_name, values.get(where)
+        )
     if values.get(where):
         check_output_dir(where, values[where])
         if sweeping and (pid := sweep_holder(Path(values[where]))) is not None:

@@ -172,6 +172,10 @@ def _first_value(override) -> str:
     return f"{override.get_key_element()}={first}"
 
 
+#: OmegaConf's names of the types a structured config (a Hydra plugin's) converts values to
+_TYPE_NAMES = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false"}
+
+
 def _override_error(error: Exception, trial: list[str], config_name: str) -> ConfigError:
     text = str(error)
     match = re.search(r"Could not (?:override|append to|delete from) '([^']+)'", text)
@@ -181,6 +185,15 @@ def _override_error(error: Exception, trial: list[str], config_name: str) -> Con
         if (present := re.search(r"An item is already at '([^']+)'", text)) is not None:
             key = present.group(1)
             return ConfigError(f"+{key}: {key} is a key already; allowed: {key}=… (without +)")
+        merging = re.match(r"Error merging override (\S+?)=(.*)", text.strip())
+        cause = str(error.__cause__ or "").strip().splitlines()
+        if merging is not None and cause:  # a value of the wrong type (n_jobs=abc): say why
+            kind = re.search(r"converted to (\w+)", cause[0])
+            kind = kind.group(1) if kind is not None else ""
+            allowed = _TYPE_NAMES.get(kind, f"a value of the type {merging.group(1)} takes")
+            return ConfigError(
+                f"{merging.group(1)}={merging.group(2)}: {cause[0].rstrip('.')}; allowed: {allowed}"
+            )
         return ConfigError(text.strip().splitlines()[0])
     key = match.group(1)
     parent, _, leaf = key.rpartition(".")

@@ -46,7 +46,7 @@ def requeued_job(run_dir: Path) -> str | None:
         return None
     try:
         recorded = (run_dir / SLURM_JOB).read_text().strip()
-    except OSError:
+    except (OSError, UnicodeDecodeError):  # unreadable or damaged: not this job's record
         return None
     return job if recorded == job else None
 
