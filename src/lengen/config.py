@@ -94,8 +94,22 @@ def run_label(cfg: DictConfig, protocol: str, tag: str | None = None) -> str:
     options = ", ".join(f"{k}={v}" for k, v in changed.items())
     pe = f"pe={cfg.pe.name}" + (f" [{schedule_label(layers)}]" if layers else "")
     pe += f" ({options})" if options else ""
-    parts = [str(cfg.data.name), str(cfg.model.name), pe, protocol, f"seed {cfg.seed}"]
+    model = str(cfg.model.name) + (f" [{mixers}]" if (mixers := mixers_label(cfg.model)) else "")
+    parts = [str(cfg.data.name), model, pe, protocol, f"seed {cfg.seed}"]
     return " · ".join(parts + ([f"tag {tag}"] if tag else []))
+
+
+def mixers_label(model) -> str | None:
+    """A model's mixers (``model.mixer``, ``model.mixers``: docs/models.md) as the label names
+    them, ``gla`` or ``gated_deltanet(negative_eigenvalues=True), attention`` (options as
+    given); None where every layer is attention (the default, unlabelled)."""
+    entries = model.get("mixers") or [model.get("mixer", "attention")]
+    names = []
+    for entry in entries:
+        own = {} if isinstance(entry, str) else {k: v for k, v in entry.items() if k != "mixer"}
+        name = entry if isinstance(entry, str) else str(entry["mixer"])
+        names.append(name + (f"({', '.join(f'{k}={v}' for k, v in own.items())})" if own else ""))
+    return None if set(names) == {"attention"} else ", ".join(names)
 
 
 def schedule_label(layers) -> str:

@@ -351,3 +351,16 @@ def test_a_hybrid_trains_and_evaluates_through_hydra_keys(tmp_path):
     results = run(cfg, run_dir=tmp_path)
     assert "greedy" in {row["protocol"] for row in results["eval"]}  # decoding through the state
     assert results["attention_diagnostics"]["layers"] == ["1"]  # the attention layer's only
+
+
+@pytest.mark.parametrize(
+    ("overrides", "model_part"),
+    [(["model.mixer=gla"], "decoder [gla]"),
+     (["model.mixers=[{mixer:gated_deltanet,negative_eigenvalues:true},attention]"],
+      "decoder [gated_deltanet(negative_eigenvalues=True), attention]"),
+     (["model.mixer=attention"], "decoder")],
+)  # fmt: skip
+def test_a_runs_label_names_its_mixers(overrides, model_part):
+    from lengen.config import run_label
+
+    assert run_label(compose_train(*overrides), "greedy").split(" · ")[1] == model_part
