@@ -100,21 +100,53 @@ def reservation(run_dir: Path, tag: str) -> Path:
     return run_dir / f".results.{tag}.reserved"
 
 
+#: reservation path -> the descriptor whose flock holds it, for this process's life
+_HELD: dict[Path, int] = {}
+
+
 def reserve_tag(run_dir: Path, base: str) -> str:
     """The first of ``base``, ``base-1``, … that names no results file and no other evaluation
-    in progress, reserved for this process (``reservation``, created exclusively: two eval.py
-    asking for one tag at once get two names, and neither writes over the other). The caller
-    removes the reservation when its results are written; one left by a killed process only
-    keeps its name taken."""
+    in progress, reserved for this process: ``reservation``'s file, held by an exclusive flock
+    (two eval.py asking for one tag at once get two names, and neither writes over the
+    other). The caller releases it (``release_tag``) when its results are written. Why a lock
+    and not the file's existence: a process that dies without unwinding (SIGKILL, a native
+    library's exit under a memory limit: E13b) leaves the file, and the kernel releases only
+    the lock, so its tag is free again instead of taken for good (E13c)."""
     candidate, counter = base, 1
     while True:
         if not (run_dir / f"results.{candidate}.json").exists():
-            try:
-                os.close(os.open(reservation(run_dir, candidate), os.O_CREAT | os.O_EXCL))
+            held = _hold(reservation(run_dir, candidate))
+            # a holder that finished meanwhile wrote its results before it let go
+            if held is not None and not (run_dir / f"results.{candidate}.json").exists():
+                _HELD[reservation(run_dir, candidate)] = held
                 return candidate
-            except FileExistsError:
-                pass
+            if held is not None:
+                os.close(held)
         candidate, counter = f"{base}-{counter}", counter + 1
+
+
+def _hold(path: Path) -> int | None:
+    """A descriptor of ``path`` (created if missing) holding its exclusive flock, or None when
+    a live process holds it (or its holder removed it between the open and the lock)."""
+    import fcntl
+
+    descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(descriptor).st_ino == os.stat(path).st_ino:
+            return descriptor
+    except (BlockingIOError, FileNotFoundError):
+        pass
+    os.close(descriptor)
+    return None
+
+
+def release_tag(run_dir: Path, tag: str) -> None:
+    """Remove this process's reservation of ``tag``, then let its lock go."""
+    path = reservation(run_dir, tag)
+    path.unlink(missing_ok=True)
+    if (descriptor := _HELD.pop(path, None)) is not None:
+        os.close(descriptor)
 
 
 class _Placeholder:
@@ -250,4 +282,4 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
             },
         )
     finally:
-        reservation(run_dir, tag).unlink(missing_ok=True)
+        release_tag(run_dir, tag)
