@@ -58,6 +58,26 @@ class ModelConfig(Config):
                 f"model=decoder"
             )
 
+    def layer_counts(self) -> tuple[int, int]:
+        """(layers, of which with cross-attention) over every stack of the model."""
+        return self.n_layers, 0
+
+    def parameter_sizes(self, vocab_size: int, vocab_key: str) -> dict[str, int]:
+        """The model's parameters (the encoding's aside) by the key that sizes them, an upper
+        bound within a few percent for attention layers: the embedding and the output head
+        (vocab × d_model each; once when tied), per layer 4·d² (q, k, v, output), 2·d·d_ff
+        (the MLP) and biases and norms (≤ 9·d + d_ff), 4·d² more for cross-attention. Other
+        mixers (``model.mixer``) are counted as attention: within a small factor of theirs."""
+        d_model, d_ff = self.d_model, self.d_ff
+        layers, crossed = self.layer_counts()
+        embeddings = (1 if self.tie_embeddings else 2) * vocab_size * d_model
+        return {
+            vocab_key: embeddings,
+            "model.d_model": layers * (4 * d_model * d_model + 9 * d_model)
+            + crossed * (4 * d_model * d_model + 4 * d_model),
+            "model.d_ff": layers * (2 * d_model * d_ff + d_ff),
+        }
+
     def mixer_plans(self) -> list[MixerPlan]:
         """Each entry's mixer, checked (``lengen.model.mixers.config.base``): layer i of a
         stack uses plan i mod len(plans)."""
@@ -82,6 +102,10 @@ class EncoderDecoderConfig(ModelConfig):
     stacks: ClassVar[tuple[bool, ...]] = (False, True)
     #: the decoder's depth; null: n_layers
     n_decoder_layers: int | None = option(None, integer(nullable=True))
+
+    def layer_counts(self) -> tuple[int, int]:
+        decoder = self.n_decoder_layers if self.n_decoder_layers is not None else self.n_layers
+        return self.n_layers + decoder, decoder  # every decoder layer attends to the encoder
 
 
 def model_config(target: str | None) -> type[ModelConfig] | None:

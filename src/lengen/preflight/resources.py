@@ -4,7 +4,7 @@ Torch is imported only where a GPU device node exists."""
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from lengen.config import eval_lengths
 from lengen.errors import ConfigError
@@ -18,6 +18,7 @@ def check_resources(cfg: DictConfig) -> None:
     (ConfigError naming the key)."""
     check_devices(cfg)
     check_memory(cfg)
+    check_model_memory(cfg)
     check_logger(cfg)
 
 
@@ -134,3 +135,38 @@ def check_memory(cfg: DictConfig) -> None:
             f"one instance at a time, more than the {available / gib:,.1f} GiB of {where} "
             f"memory available; allowed: shorter evaluation lengths"
         )
+
+
+def check_model_memory(cfg: DictConfig) -> None:
+    """Refuse a model that cannot fit, training or evaluating, in one line naming the key
+    that sizes most of it and the estimate (``lengen.preflight.sizes``: parameters with their
+    gradients and Adam's moments, a step's activations, the encoding's tables and networks).
+    ``check_memory`` bounds the activations by the lengths; this sees what options size:
+    ``pe=learned pe.table_size=2000000000`` failed at build (a 1 TB table) with a run
+    directory left, ``model.d_model=65536`` was killed by the kernel without a word."""
+    from lengen.preflight.sizes import model_sizes
+
+    available, where = available_memory(cfg)
+    if not available:
+        return
+    sizes = model_sizes(cfg, config_axes(cfg))
+    if sizes is None:
+        return
+    for doing, parts in (("training", sizes.training), ("evaluating", sizes.evaluation)):
+        total = sum(parts.values())
+        if total <= available:
+            continue
+        key = max(parts, key=parts.get)
+        if key == "eval.lengths" and cfg.eval.lengths is None:
+            key = "eval.factors"
+        value = OmegaConf.select(cfg, key, default=None)
+        shown = key if value is None else f"{key}={value}"
+        raise ConfigError(
+            f"{shown}: {doing} this model needs about {_gib(total)} of memory ({_gib(parts[key])} "
+            f"of it sized by {key}), more than the {_gib(available)} of {where} memory "
+            f"available; allowed: a smaller {key} (the estimate: docs/scaling.md, Memory)"
+        )
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:,.1f} GiB"

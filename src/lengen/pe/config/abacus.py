@@ -47,6 +47,12 @@ class AbacusConfig(EncodingConfig):
         """The class of the base encoding: ``_target_`` of configs/pe/<pe.base>.yaml."""
         return encoding_target(self.base, "pe.base")
 
+    def parameter_sizes(self, context: EncodingContext) -> dict[str, int]:
+        # the table of digit positions, rows × d_model (the base encoding's are not counted)
+        trained = context.train_positions or 0
+        rows = self.table_size or max(trained, self.position_range(context) or 0, 1)
+        return {self.table_rows_key(): rows * context.d_model}
+
     def check_own(self, context: EncodingContext) -> tuple[int, dict]:
         """-> (rows of the table, the base encoding's keywords, checked by its config class
         with keys named ``pe.base_options.<key>``)."""

@@ -236,6 +236,29 @@ class EncodingConfig(Config):
         """The encoding's own checks against the run (none here) -> what it derives."""
         return None
 
+    # -- sizes, for the memory pre-check (lengen.preflight.resources; docs/scaling.md) --------
+    def parameter_sizes(self, context: EncodingContext) -> dict[str, int]:
+        """The parameters (and buffers of their size) of the encoding of one stack, as numbers
+        of floats by the key that sizes them (a learned table: ``{"pe.table_size": rows ×
+        d_model}``), an upper bound; none here. An encoding with a table or a network sized
+        by an option overrides this, so the pre-check refuses sizes that cannot fit."""
+        return {}
+
+    def table_rows_key(self) -> str:
+        """The key that sizes a table of positions (learned, Abacus): ``pe.table_size`` when
+        set, else the option that decides which positions it must cover."""
+        if getattr(self, "table_size", None) is not None:
+            return "pe.table_size"
+        if self.randomized:
+            return "pe.max_position"
+        return "pe.start_offset" if self.start_offset else "eval.lengths"
+
+    def activation_sizes(self, context: EncodingContext, batch: int, tokens: int) -> dict[str, int]:
+        """Floats the encoding keeps per layer for ``batch`` sequences of ``tokens`` positions,
+        beyond what a layer's attention keeps anyway, by the key that sizes them (an upper
+        bound); none here."""
+        return {}
+
 
 @dataclasses.dataclass(frozen=True)
 class DistanceBiasConfig(EncodingConfig):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from lengen.pe.config.base import EncodingConfig
+from lengen.pe.config.base import EncodingConfig, EncodingContext
 from lengen.schema import integer, option
 
 
@@ -13,3 +13,10 @@ from lengen.schema import integer, option
 class CoPEConfig(EncodingConfig):
     causal_only: ClassVar[bool] = True
     npos_max: int = option(64, integer(minimum=2))
+
+    def parameter_sizes(self, context: EncodingContext) -> dict[str, int]:
+        return {"pe.npos_max": context.head_dim * self.npos_max}  # embeddings (hd, npos_max)
+
+    def activation_sizes(self, context: EncodingContext, batch: int, tokens: int) -> dict[str, int]:
+        # q · embeddings (B, H, T, npos_max), its interpolation at the counts, their gradients
+        return {"pe.npos_max": 3 * batch * context.n_heads * tokens * self.npos_max}

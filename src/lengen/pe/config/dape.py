@@ -42,6 +42,15 @@ class DAPEConfig(DistanceBiasConfig):
         "randomized_relative",
     )
 
+    def parameter_sizes(self, context: EncodingContext) -> dict[str, int]:
+        heads = context.n_heads  # W₁ (mlp_width, 2H) and W₂ (H, mlp_width), with biases
+        return {"pe.mlp_width": self.mlp_width * (3 * heads + 1) + heads}
+
+    def activation_sizes(self, context: EncodingContext, batch: int, tokens: int) -> dict[str, int]:
+        # the hidden layer (B, mlp_width, T, T) before and after its activation, and a
+        # channels-last copy (``lengen.pe.dape``'s score_copies)
+        return {"pe.mlp_width": 3 * batch * tokens * tokens * self.mlp_width}
+
     def bias_keys(self) -> dict:
         """The keywords of the wrapped encoding: its own options (``pe.bias_options``) and
         DAPE's positional options (``POSITION_KEYS``)."""

@@ -43,6 +43,14 @@ class LearnedConfig(EncodingConfig):
         needed = max(p for p in (trained, self.position_range(context), 1) if p is not None)
         return self.table_rows(trained, needed, "positions")
 
+    def parameter_sizes(self, context: EncodingContext) -> dict[str, int]:
+        # the table (trained rows and the untrained extension beside them): rows × d_model, per
+        # axis on grids (axial: A tables of d_model / A columns), or one row per cell (full)
+        trained = context.train_positions or 0
+        rows = self.table_size or max(trained, self.position_range(context) or 0, 1)
+        cells = rows**context.axes if context.axes > 1 and self.table == "full" else rows
+        return {self.table_rows_key(): cells * context.d_model}
+
     def table_rows(self, trained: int | None, needed: int, unit: str) -> int:
         """``pe.table_size``, or derived from the policy (``extend``: every position
         evaluation needs; otherwise the trained ones); ``pe.policy=error`` refuses evaluation

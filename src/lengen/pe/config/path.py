@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from lengen.pe.config.base import EncodingConfig
+from lengen.pe.config.base import EncodingConfig, EncodingContext
 from lengen.schema import flag, integer, option
 
 
@@ -19,6 +19,16 @@ class PaTHConfig(EncodingConfig):
     short_conv: bool = option(True, flag())
     #: PaTH-FoX: FoX's data-dependent forget gates on top of the transforms
     forget_gate: bool = option(False, flag())
+
+    def parameter_sizes(self, context: EncodingContext) -> dict[str, int]:
+        # per layer: the low-rank projection (w_rank, D) and (D, w_rank), the convolution (D, 3),
+        # β's (H, D) and bias (H) (``lengen.pe.path.HouseholderProjections``); the gates: D + 1
+        d_model, heads = context.d_model, context.n_heads
+        others = 3 * d_model + heads * d_model + heads + d_model + 1
+        return {"pe.w_rank": context.n_layers * (2 * self.w_rank * d_model + others)}
+
+    def activation_sizes(self, context: EncodingContext, batch: int, tokens: int) -> dict[str, int]:
+        return {"pe.w_rank": 2 * batch * tokens * self.w_rank}  # x · down (B, T, w_rank), grad
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,9 @@ class T5RelativeBiasConfig(DistanceBiasConfig):
     #: null: train_positions // 4 (T5's 128 for 512 tokens), at least num_buckets // 2 + 1
     max_distance: int | None = option(None)
 
+    def parameter_sizes(self, context: EncodingContext) -> dict[str, int]:
+        return {"pe.num_buckets": self.num_buckets * context.n_heads}  # the table (buckets, H)
+
     def check_own(self, context: EncodingContext) -> T5Sizes:
         max_distance, source = self.max_distance, "given"
         train = context.train_positions

@@ -1,0 +1,139 @@
+"""How much memory a run's model needs, from its config alone (no torch, nothing built): its
+parameters and a training step's activations, each by the key that sizes it, so the memory
+pre-check (``lengen.preflight.resources.check_model_memory``) can refuse what cannot fit and
+name the key. The model's part comes from its typed config (``ModelConfig.parameter_sizes``),
+the encoding's from its own (``EncodingConfig.parameter_sizes``, ``activation_sizes``): a new
+encoding brings its sizes with it.
+
+An upper bound within a small factor (docs/scaling.md, "Memory"): positions are taken as
+2 × data.len + 2 per instance (prompt, separator, answer) where the data source cannot say
+without being built, and a step keeps every layer's activations and attention weights for
+backward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from omegaconf import DictConfig, OmegaConf
+
+from lengen.config import eval_lengths
+from lengen.model.config import model_config
+from lengen.pe.config import EncodingContext, config_of
+from lengen.schema import node_options
+
+#: bytes per parameter while training: the fp32 weight, its gradient and Adam's two moments
+TRAINING_BYTES = 16
+#: bytes per float of an activation or a parameter in evaluation
+FLOAT_BYTES = 4
+#: a vocabulary for tasks whose alphabet no option sizes (digits, operators: under 64)
+FIXED_VOCAB = 64
+#: the most attention logits evaluation holds at once (lengen.model.kernels.MAX_BIAS_ELEMENTS,
+#: 2^24, and a copy for the softmax; that module loads torch)
+EVAL_ATTENTION_ELEMENTS = 2 << 24
+#: the data layout's special tokens (lengen.data.layout.N_SPECIAL; that module loads torch)
+SPECIAL_TOKENS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    """Bytes a run needs, by the key that sizes each part, and its parameters (floats)."""
+
+    training: dict[str, int]
+    evaluation: dict[str, int]
+    parameters: dict[str, int]
+
+
+def vocabulary(cfg: DictConfig) -> tuple[int, str]:
+    """(an upper bound of the vocabulary size, the key that sets it)."""
+    data = cfg.data
+    task = data.get("task")
+    if task is not None:
+        symbols = task.get("n_symbols")
+        return SPECIAL_TOKENS + max(int(symbols or 0), FIXED_VOCAB), "data.task.n_symbols"
+    vocab = data.get("vocab_size")
+    return SPECIAL_TOKENS + int(vocab or 1 << 16), "data.vocab_size"  # null: every word, ~64K
+
+
+def positions(cfg: DictConfig, axes: int) -> tuple[int, int]:
+    """(training positions, positions of the longest evaluation) per axis, as the data source
+    plans them where it can say without being built (text), else 2 L + 2 (a task's prompt,
+    separator and answer) on sequences and L + 1 per axis on grids."""
+    from hydra.utils import get_class
+
+    lengths = eval_lengths(cfg)
+    planned = get_class(cfg.data._target_).planned_positions(cfg, lengths)
+    if planned is not None:
+        return int(planned["train_positions"]), int(planned["max_positions"])
+    longest = max(lengths)
+    if axes > 1:
+        return int(cfg.data.len) + 1, longest + 1
+    return 2 * int(cfg.data.len) + 2, 2 * longest + 2
+
+
+def model_sizes(cfg: DictConfig, axes: int) -> Sizes | None:
+    """The bytes a run's model needs to train (parameters with their gradients and Adam's
+    moments, one step's activations) and to evaluate one instance at the longest length, by
+    the key that sizes each part; None for a model of the user's (built on the meta device
+    later) or values its typed config refuses (refused by the component checks after)."""
+    options = model_config(cfg.model.get("_target_"))
+    if options is None:
+        return None
+    try:
+        model = options.from_keys(node_options(cfg.model), owner=options.kind)
+    except ValueError:
+        return None
+    vocab, vocab_key = vocabulary(cfg)
+    parameters = model.parameter_sizes(vocab, vocab_key)
+    layers, _ = model.layer_counts()
+    train_positions, eval_positions = positions(cfg, axes)
+    train_tokens, eval_tokens = train_positions**axes, eval_positions**axes
+    batch = int(cfg.data.batch_size)
+    d_model, d_ff = model.d_model, model.d_ff
+    # per layer, for backward: ~12·d (norms, q, k, v, attention output, residuals) and 2·d_ff
+    # (the MLP's hidden layer before and after its activation) per token, and the attention
+    # weights (B, H, T, T)
+    train = {
+        "data.len": batch * layers * (train_tokens * (12 * d_model + 2 * d_ff)
+                                      + model.n_heads * train_tokens * train_tokens),
+    }  # fmt: skip
+    # evaluation forms attention in blocks (lengen.model.kernels, relative.py: at most
+    # MAX_BIAS_ELEMENTS logits at once), so long lengths grow linearly past them
+    attention = min(model.n_heads * eval_tokens * eval_tokens, EVAL_ATTENTION_ELEMENTS)
+    evaluation = {"eval.lengths": eval_tokens * (8 * d_model + d_ff) + attention}
+    encoding = encoding_config(cfg)
+    if encoding is not None:
+        context = EncodingContext(
+            d_model=d_model,
+            n_heads=model.n_heads,
+            causal=options.stacks[-1],
+            train_positions=train_positions,
+            max_positions=eval_positions,
+            axes=axes,
+            n_layers=model.n_layers,
+        )
+        for key, count in encoding.parameter_sizes(context).items():
+            parameters[key] = parameters.get(key, 0) + len(options.stacks) * count
+        for key, count in encoding.activation_sizes(context, batch, train_tokens).items():
+            train[key] = train.get(key, 0) + layers * count
+        for key, count in encoding.activation_sizes(context, 1, eval_tokens).items():
+            evaluation[key] = evaluation.get(key, 0) + count  # no backward: a layer at a time
+    training = {key: FLOAT_BYTES * count for key, count in train.items()}
+    evaluating = {key: FLOAT_BYTES * count for key, count in evaluation.items()}
+    for key, count in parameters.items():
+        training[key] = training.get(key, 0) + TRAINING_BYTES * count
+        evaluating[key] = evaluating.get(key, 0) + FLOAT_BYTES * count
+    return Sizes(training, evaluating, parameters)
+
+
+def encoding_config(cfg: DictConfig):
+    """The typed config of a shipped encoding, from the run's ``pe`` node (no torch); None
+    for an encoding of the user's or values its config refuses (refused after)."""
+    node = OmegaConf.to_container(cfg.pe, resolve=True)
+    options = config_of(node.get("_target_"))
+    if options is None:
+        return None
+    try:
+        return options.from_keys(node_options(node), owner=options.__name__)
+    except ValueError:
+        return None

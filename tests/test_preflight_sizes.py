@@ -1,0 +1,101 @@
+"""lengen.preflight.sizes and resources.check_model_memory: sizes that options set (tables,
+networks, widths, vocabularies) are refused up front when they cannot fit, naming the key;
+shipped configs are not, and the parameter estimate bounds the built model's from above within
+a small factor."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT, compose_train, pe_supports, yaml_choices
+from lengen.errors import ConfigError
+from lengen.preflight.resources import check_model_memory, config_axes
+from lengen.preflight.sizes import model_sizes
+
+GIB = 2**30
+
+
+@pytest.fixture
+def memory(monkeypatch):
+    """A machine with 16 GiB of CPU memory available, whatever this one has."""
+    monkeypatch.setattr(
+        "lengen.preflight.resources.available_memory", lambda cfg: (16 * GIB, "CPU")
+    )
+
+
+#: the hostile trial's cases (O04–O14, TK24, O08) and their kind: overrides, the key named
+TOO_BIG = {
+    "learned_table": (["pe=learned", "pe.table_size=2000000000"], "pe.table_size"),
+    "cope_positions": (["pe=cope", "pe.npos_max=1000000000"], "pe.npos_max"),
+    "fire_mlp": (["pe=fire", "pe.mlp_width=10000000000"], "pe.mlp_width"),
+    "dape_mlp": (["pe=dape", "pe.mlp_width=10000000000"], "pe.mlp_width"),
+    "path_rank": (["pe=path", "pe.w_rank=1000000000"], "pe.w_rank"),
+    "t5_buckets": (["pe=t5", "pe.num_buckets=1000000000"], "pe.num_buckets"),
+    "sandwich_dim": (["pe=sandwich", "pe.dim=1000000000"], "pe.dim"),
+    "start_offset": (
+        ["data=addition", "data.task.positions=coupled", "pe=learned", "pe.start_offset=100000000"],
+        "pe.start_offset",
+    ),
+    "width": (["model.d_model=65536", "model.n_heads=1"], "model.d_model"),
+    "mlp": (["model.d_ff=100000000"], "model.d_ff"),
+    "vocabulary": (["data.task.n_symbols=1000000000"], "data.task.n_symbols"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TOO_BIG))
+def test_a_size_that_cannot_fit_is_refused_naming_its_key(memory, case):
+    overrides, key = TOO_BIG[case]
+    cfg = compose_train("eval.lengths=[8,16]", *overrides)
+    with pytest.raises(ConfigError, match=rf"^{key}=\d+: training this model needs about [\d,.]+ "):
+        check_model_memory(cfg)
+
+
+def test_the_refusal_gives_the_estimate_and_the_memory(memory):
+    cfg = compose_train("pe=learned", "pe.table_size=2000000000")
+    with pytest.raises(ConfigError) as refused:
+        check_model_memory(cfg)
+    # 2e9 rows × 128 × 16 bytes (weight, gradient, Adam's two moments)
+    assert "needs about 3,814.7 GiB" in str(refused.value)
+    assert "more than the 16.0 GiB of CPU memory available" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "experiment", [None, *yaml_choices("experiment")], ids=lambda name: name or "default"
+)
+def test_a_shipped_experiment_is_not_refused(memory, experiment):
+    cfg = compose_train(*([f"experiment={experiment}"] if experiment else []), fast=False)
+    check_model_memory(cfg)
+
+
+def _built_parameters(cfg) -> int:
+    from lengen.build import build
+
+    _, model, _ = build(cfg, meta=True)
+    return sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers())
+
+
+@pytest.mark.parametrize("pe", yaml_choices("pe"))
+def test_the_parameter_estimate_bounds_the_built_model_within_a_factor_of_two(pe):
+    model = "decoder" if pe_supports(pe, "decoder") else "encoder"
+    cfg = compose_train(f"pe={pe}", f"model={model}", "eval.lengths=[8,16]")
+    estimate = sum(model_sizes(cfg, config_axes(cfg)).parameters.values())
+    built = _built_parameters(cfg)
+    assert built <= estimate <= 2 * built
+
+
+def test_a_table_too_big_is_refused_on_the_command_line_writing_nothing(tmp_path):
+    """O04: it failed at build with a 4-line RuntimeError and a run directory left."""
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "debug=fast", "pe=learned",
+         "pe.table_size=2000000000", f"hydra.run.dir={run_dir}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: pe.table_size=")
+    assert not run_dir.exists()
