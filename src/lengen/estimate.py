@@ -213,9 +213,14 @@ class Estimate:
         return view, own
 
     def parts(
-        self, steps: int, step_flops: float, evaluation: float, protocol: str, lengths: int = 1,
+        self,
+        steps: int,
+        step_flops: float,
+        evaluation: float,
+        protocol: str,
+        lengths: int = 1,
         members: int = 1,
-    ) -> dict:  # fmt: skip
+    ) -> dict:
         """The estimate's parts, each in seconds at the load now: ``step``, ``evaluate``,
         ``start``, ``total``; ``guessed`` (the parts not measured here) and ``own`` (those read
         from this mechanism's entries). Arguments as ``line``'s."""
@@ -259,10 +264,6 @@ class Estimate:
             "contention": slower,
             "speed": speed,
         }
-
-    def seconds(self, *arguments, **keywords) -> float:
-        """The estimated wall time alone (``parts``' total)."""
-        return self.parts(*arguments, **keywords)["total"]
 
     def line(
         self,
