@@ -2,12 +2,14 @@
 
 python scripts/aggregate.py <folder> [--metric exact_match] [--min-accuracy 0.9]
                                      [--exclude-not-learned] [--reached-criterion] [--tag TAG]
-                                     [--out DIR]
+                                     [--test-rule K/N] [--out DIR]
 python scripts/aggregate.py [LABEL=]<folder> [LABEL=]<folder> … --out DIR   (sweeps compared)
 
-Writes summary.csv, summary.md, ratios.csv, ranking.csv, failed.csv and runs.csv into <folder>
+Writes summary.csv, summary.md, ratios.csv, ranking.csv, failed.csv, runs.csv and verdicts.json
+(whether each comparison is a test: every arm learned in >= K of N seeds, default 2/3) into <folder>
 (or --out DIR; with --metric other than exact_match the metric's tables are summary.<metric>.csv,
-…), and extension.csv / extension.md where runs carry eval.py re-evaluations; the rules
+…), extension.csv / extension.md where runs carry eval.py re-evaluations, and paper_ratios.csv
+where a paper's own length ratio is known (addition: operand digits at exact match > 0.98); the rules
 (grouping, statistics, flags, ranking, names) are in docs/analysis.md and src/lengen/aggregate/.
 Exit 0 done; 2 bad input or an output folder that cannot be written (nothing written).
 """
