@@ -22,8 +22,8 @@ weights N(0, 0.02), biases 0), one set per layer:
 ``token_state`` returns the vectors *before* the convolution (per token, so the decoding cache
 keeps them), and ``attention`` convolves and normalises them over the keys it is given.
 Differences: the L2 norm divides by max(‖w‖, 1e-6) (``F.normalize``) where fla's ``l2_norm``
-puts its 1e-6 under the square root: at lengen's widths the initial vectors have ‖w‖² ≈ 1e-7,
-which fla's form would shrink instead of normalising.
+puts its 1e-6 under the square root: at d_model 128 the initial vectors have ‖w‖² ≈ 5e-6 (median;
+5e-7 to 2e-5 per token, docs/pe.md), which fla's form would shrink instead of normalising.
 
 **The gate term is scaled too.** The reference kernel (``fla/ops/path_attn/parallel_path_fwd.py``)
 and its naive test (``tests/ops/test_path_attn.py``, ``naive_path_attn``) multiply q·k *plus*
