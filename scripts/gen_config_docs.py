@@ -14,6 +14,9 @@ Rewrites two blocks of docs/config.md:
   with the default the yaml gives it and the field's `#:` comment in the config class (the
   nearest class of its hierarchy that comments it).
 
+* between `<!-- recipes:begin -->` and `<!-- recipes:end -->` (inside the `experiment` row of
+  the groups table, on one line): every configs/experiment/<name>.yaml by name.
+
 `--check` changes nothing and exits 1 when docs/config.md is out of date. So the yaml comments
 are the one place a PE option is described, and the config class the one place a task option
 is; an option without a description is an error, naming the file and the key.
@@ -35,6 +38,8 @@ BEGIN = "<!-- pe-options:begin -->"
 END = "<!-- pe-options:end -->"
 TASK_BEGIN = "<!-- task-options:begin -->"
 TASK_END = "<!-- task-options:end -->"
+RECIPES_BEGIN = "<!-- recipes:begin -->"
+RECIPES_END = "<!-- recipes:end -->"
 INTERNAL = {"_target_", "_partial_", "name"}  # wiring, not options a user sets
 COMMAND = "python scripts/gen_config_docs.py"
 
@@ -239,19 +244,31 @@ def render_task_block(root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
-def updated(doc: str, block: str, begin: str = BEGIN, end: str = END) -> str:
-    """doc with the text between the markers (the PE options' by default) replaced by block."""
+# -- recipes: the experiment group's yamls ----------------------------------------------------
+def render_recipes(root: Path = ROOT) -> str:
+    """Every recipe's name, as the groups table's `experiment` cell lists them (one line: the
+    markers sit inside a table row)."""
+    names = sorted(path.stem for path in (root / "configs" / "experiment").glob("*.yaml"))
+    return ", ".join(f"`{name}`" for name in names)
+
+
+def updated(
+    doc: str, block: str, begin: str = BEGIN, end: str = END, *, inline: bool = False
+) -> str:
+    """doc with the text between the markers (the PE options' by default) replaced by block;
+    ``inline``: on the markers' line (a table cell), not on lines of its own."""
     if doc.count(begin) != 1 or doc.count(end) != 1 or doc.index(begin) > doc.index(end):
         raise ValueError(f"docs/config.md must hold `{begin}` once, then `{end}` once")
     head, rest = doc.split(begin)
     _, tail = rest.split(end)
-    return f"{head}{begin}\n{block}\n{end}{tail}"
+    return f"{head}{begin}{block}{end}{tail}" if inline else f"{head}{begin}\n{block}\n{end}{tail}"
 
 
 def rendered(doc: str, root: Path = ROOT) -> str:
-    """doc with both generated blocks rewritten."""
+    """doc with every generated block rewritten."""
     doc = updated(doc, render_block(root))
-    return updated(doc, render_task_block(root), TASK_BEGIN, TASK_END)
+    doc = updated(doc, render_task_block(root), TASK_BEGIN, TASK_END)
+    return updated(doc, render_recipes(root), RECIPES_BEGIN, RECIPES_END, inline=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"docs/config.md is out of date: run `{COMMAND}`", file=sys.stderr)
         return 1
     CONFIG_MD.write_text(new)
-    print("docs/config.md: PE and task options rewritten")
+    print("docs/config.md: PE and task options and the recipe list rewritten")
     return 0
 
 
