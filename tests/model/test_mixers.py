@@ -286,7 +286,7 @@ def test_default_model_keeps_attention_everywhere():
 # -- options: refused before torch, in one line naming the key ---------------------------------------
 @pytest.mark.parametrize(
     ("overrides", "message"),
-    [(["model.mixer=glaa"], "model.mixer must be one of attention, deltanet, gated_deltanet, gla, lstm; got 'glaa'"),
+    [(["model.mixer=glaa"], f"model.mixer must be one of {', '.join(MIXERS)}; got 'glaa'"),
      (["model.mixers=[gla,{mixer:gla,chunk_size:0}]"], "model.mixers.1.chunk_size must be a positive integer, got 0"),
      (["model.mixers=[{mixer:lstm,window:4}]"], "model.mixers.0.window: LSTMMixer takes no options"),
      (["model.mixer=gla", "model.mixers=[gla]"], "model.mixer=gla and model.mixers disagree"),
