@@ -101,9 +101,13 @@ class LengenSweeper(BasicSweeper):
 
     def _estimates(self, jobs, sizes: list[int]) -> list | None:
         """Every run's estimate (``lengen.sweep_estimate.planned_runs``), None where the jobs'
-        configs cannot be composed here (their jobs will say why): never a reason to stop."""
+        configs cannot be composed here (their jobs will say why), and for SLURM, whose jobs run
+        on other machines than this one's calibration describes: never a reason to stop."""
         from lengen.sweep_estimate import planned_runs
 
+        target = str(self.config.hydra.launcher.get("_target_", "")).lower()
+        if "submitit" in target or "slurm" in target:
+            return None
         loader = self.hydra_context.config_loader
         try:
             configs = [loader.load_sweep_config(self.config, list(job)) for job in jobs]
