@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.pe not in ("all", "sinusoidal", "rope"):
             print(f"error: --pe {args.pe} is drawn on grids only (--grid HxW)", file=sys.stderr)
             return 2
+        if problem := _analysis_memory(args.length, args.dim):
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
         try:
             report = plot_pe_analysis(
                 args.out, args.pe, args.length, args.dim, args.base or 10000.0
@@ -197,6 +200,23 @@ def _diagnostics(summary, out_dir: Path, renames: dict[str, str]) -> list[Path]:
         runs = [run for run in runs if run.learned is not False]
     labels = line_names(summary.rows, renames)
     return write_sweep_diagnostics(runs, out_dir, tag=summary.tag, labels=labels)
+
+
+def _analysis_memory(length: int, dim: int) -> str | None:
+    """Why ``pe-analysis --length --dim`` cannot fit in the memory available (it was killed
+    by the kernel without a word, or died in a torch allocator traceback: PA15), or None."""
+    from lengen.plots.pe import analysis_bytes
+    from lengen.preflight.resources import cpu_memory_available
+
+    needed, available = analysis_bytes(length, dim), cpu_memory_available()
+    if not available or needed <= available:
+        return None
+    return (
+        f"--length {length}: the analysis holds about {needed / 2**30:,.1f} GiB ({length:,} "
+        f"positions × {dim} dimensions of tables and their copies), more than the "
+        f"{available / 2**30:,.1f} GiB of memory available; allowed: a shorter --length or a "
+        f"smaller --dim"
+    )
 
 
 def _grid_analysis(args) -> int:

@@ -10,6 +10,17 @@ from lengen.pe.analysis import check_shift_rotation, rope_relative_scores
 from lengen.pe.config.base import BASE
 from lengen.plots.common import OKABE_ITO, PAPER_RC, pyplot, save_figure
 
+#: bytes ``plot_pe_analysis`` holds at once per entry of a (length, dim) table: the fp32 table
+#: and its corrupted control, their fp64 copies and the shifted products of the shift check,
+#: matplotlib's float64 copy for the heatmap (a rough upper bound: docs/analysis.md)
+ANALYSIS_BYTES_PER_ENTRY = 64
+
+
+def analysis_bytes(length: int, dim: int) -> int:
+    """Memory ``plot_pe_analysis`` needs at ``length`` positions of ``dim`` dimensions (both
+    encodings' figures hold a (length, dim) table and its copies, one encoding at a time)."""
+    return ANALYSIS_BYTES_PER_ENTRY * max(length, 0) * max(dim, 0)
+
 
 def plot_pe_analysis(
     out_dir: str | Path,

@@ -84,14 +84,20 @@ def available_memory(cfg: DictConfig) -> tuple[int, str]:
         import torch
 
         return torch.cuda.mem_get_info()[1], "GPU"
+    available = cpu_memory_available()
+    return (available, "CPU") if available else (0, "")
+
+
+def cpu_memory_available() -> int:
+    """Bytes of memory Linux reports available (MemAvailable); 0 when unknown."""
     try:
         with open("/proc/meminfo") as file:
             for line in file:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024, "CPU"
+                    return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return 0, ""
+    return 0
 
 
 def config_axes(cfg: DictConfig) -> int:
