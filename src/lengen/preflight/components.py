@@ -43,8 +43,38 @@ def check_components(cfg: DictConfig) -> bool:
             for causal in (options.stacks if options is not None else ())
         ]
         if data is not None:
+            check_task_name(cfg, data)
             data.check_sampling()
     return all(known) and options is not None and model.get("attention") != "flex"
+
+
+def check_task_name(cfg: DictConfig, data) -> None:
+    """The task built must be the one ``data.name`` names: results, run names and labels take
+    the yaml's name (DESIGN.md), so an option that makes the task another (``data=s5
+    data.task.group=a5`` trains A5) would record it under the wrong name (TK07)."""
+    import dataclasses
+
+    from lengen.errors import ConfigError
+
+    task = getattr(data, "task", None)
+    name, wanted = getattr(task, "name", None), cfg.data.get("name")
+    if name is None or name == wanted:
+        return
+    options = getattr(task, "cfg", None)
+    changed = []
+    if dataclasses.is_dataclass(options):
+        defaults = type(options).defaults()
+        changed = [
+            f"data.task.{key}={value}"
+            for key, value in dataclasses.asdict(options).items()
+            if value != defaults.get(key)
+        ]
+    cause = " ".join(changed) or "its data.task options"
+    raise ConfigError(
+        f"{cause} makes the task {name}, but data.name is {wanted}, under which its results "
+        f"would be recorded; allowed: data={name} (its own yaml), or the data.task options "
+        f"of data={wanted}"
+    )
 
 
 def check_by_building(cfg: DictConfig) -> None:
