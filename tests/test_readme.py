@@ -1,7 +1,8 @@
 """README.md stays true to configs/: its route "What lengen can compare" names every encoding,
 task, model kind and recipe (globbed from configs/, so a new yaml fails here until it is
 placed), each recipe with its cost; the route's commands pass lengen's own checks; the task
-count is the configs'; and the example refusals are the lines lengen prints now."""
+count is the configs'; the example refusals are the lines lengen prints now; and docs/index.md
+links every page of docs/."""
 
 from __future__ import annotations
 
@@ -104,3 +105,10 @@ def test_the_example_refusals_are_what_lengen_prints(overrides, line):
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 2 and done.stderr.strip() == line, done.stderr
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in (ROOT / "docs").glob("*.md")))
+def test_the_docs_index_links_every_page(page):
+    if page == "index.md":
+        pytest.skip("the index itself")
+    assert f"]({page}" in (ROOT / "docs" / "index.md").read_text()
