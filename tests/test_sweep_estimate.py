@@ -77,7 +77,7 @@ def test_the_total_says_how_much_of_it_is_rough():
     estimates = [*planned(("A", 30)), {"seconds": 60, "mechanism": "B", "rough": True}, None]
     line = total_line(estimates, workers=1)
     assert line.endswith(
-        "(2 of 3 runs estimated; 1 of 2 partly rough: not all measured on this machine)"
+        "(2 of 3 runs estimated; 1 of 2 runs partly rough: not all measured here yet)"
     )
 
 

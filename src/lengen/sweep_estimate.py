@@ -116,7 +116,7 @@ def total_line(estimates: Sequence[dict | None], workers: int) -> str | None:
         notes.append(f"{len(known)} of {runs} runs estimated")
     rough = sum(1 for e in known if e["rough"])
     if rough:
-        notes.append(f"{rough} of {len(known)} partly rough: not all measured on this machine")
+        notes.append(f"{rough} of {len(known)} runs partly rough: not all measured here yet")
     else:
         notes.append("calibrated on this machine")
     at_once = f", {workers} at a time" if workers > 1 else ""
