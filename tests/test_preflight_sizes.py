@@ -43,6 +43,10 @@ TOO_BIG = {
     "width": (["model.d_model=65536", "model.n_heads=1"], "model.d_model"),
     "mlp": (["model.d_ff=100000000"], "model.d_ff"),
     "vocabulary": (["data.task.n_symbols=1000000000"], "data.task.n_symbols"),
+    "schedule_layer": (
+        ["pe=irope", "pe.layers=[{pe: t5, num_buckets: 1000000000}, {pe: rope}]"],
+        "pe.layers.0.num_buckets",
+    ),
 }
 
 

@@ -72,6 +72,37 @@ class ScheduleConfig(EncodingConfig):
                 )
         return plans
 
+    def parameter_sizes(self, context: EncodingContext) -> dict[str, int]:
+        # each layer its own encoding: layer i's is entry i mod len(layers)
+        sizes: dict[str, int] = {}
+        for layer in range(context.n_layers):
+            index = layer % len(self.layers)
+            for key, count in self._entry_sizes(index, context, "parameter_sizes").items():
+                sizes[key] = sizes.get(key, 0) + count
+        return sizes
+
+    def activation_sizes(self, context: EncodingContext, batch: int, tokens: int) -> dict[str, int]:
+        sizes: dict[str, int] = {}  # per layer: the largest entry's
+        for index in range(len(self.layers)):
+            entry = self._entry_sizes(index, context, "activation_sizes", batch, tokens)
+            for key, count in entry.items():
+                sizes[key] = max(sizes.get(key, 0), count)
+        return sizes
+
+    def _entry_sizes(self, index: int, context: EncodingContext, method: str, *args) -> dict:
+        """An entry's sizes, its own options named ``pe.layers.<i>.<key>``; none for an entry
+        its checks refuse (the component checks refuse it after)."""
+        try:
+            plan = self.layer_plan(index, self.layers[index], context)
+        except ValueError:
+            return {}
+        config = config_class(plan.target).from_keys(plan.keywords, owner=plan.name)
+        own = set(self.layers[index]) - {"pe"}
+        return {
+            f"pe.layers.{index}.{key[3:]}" if key[3:] in own else key: count
+            for key, count in getattr(config, method)(context, *args).items()
+        }
+
     def layer_plan(self, index: int, entry: dict, context: EncodingContext) -> LayerPlan:
         key = f"pe.layers.{index}"
         name = entry["pe"]
