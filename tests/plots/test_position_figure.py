@@ -9,8 +9,8 @@ import matplotlib.colors
 import numpy as np
 import pytest
 
-from lengen.plots.common import pyplot
-from lengen.plots.run import MISSING_COLOUR, position_figure
+from lengen.plots.common import MISSING_COLOUR, pyplot
+from lengen.plots.run import position_figure
 
 
 def flip_flop_section() -> dict:

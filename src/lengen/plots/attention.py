@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from lengen.plots.common import (
+    FIGURE_WIDTH,
     FORMATS,
+    MISSING_COLOUR,
     OKABE_ITO,
     PAPER_RC,
     figure_stem,
@@ -129,8 +131,10 @@ def attention_diagnostics_figure(section: dict):
               if any(name in section["lengths"][str(n)]["layers"] for n in lengths)]  # fmt: skip
     palette = list(OKABE_ITO.values())
     with plt.rc_context(PAPER_RC):
+        # a page's width (FIGURE_WIDTH): statistics named once above their column, layers
+        # at the left of their row, so the panels need no titles of their own
         fig, axes = plt.subplots(len(layers), len(DIAGNOSTIC_LABELS), squeeze=False,
-                                 figsize=(2.6 * len(DIAGNOSTIC_LABELS), 1.9 * len(layers) + 1.0),
+                                 figsize=(FIGURE_WIDTH, 1.45 * len(layers) + 1.1),
                                  layout="constrained", sharex=True)  # fmt: skip
         for row, layer in enumerate(layers):
             for column, (statistic, label) in enumerate(DIAGNOSTIC_LABELS.items()):
@@ -145,13 +149,18 @@ def attention_diagnostics_figure(section: dict):
                             linewidth=1.2, label=f"head {head}")  # fmt: skip
                 length_axis(ax, lengths, section["train_len"])
                 ax.minorticks_off()
-                ax.set_xlabel("evaluation length" if row == len(layers) - 1 else "")
+                ax.set_xlabel("evaluation length" if row == len(layers) - 1 else "", fontsize=8)
+                ax.tick_params(labelsize=7)
                 if statistic != "entropy":  # fractions of the weight, or of the maximum
                     ax.set_ylim(-0.03, 1.03)
-                ax.set_title(f"layer {layer}: {label}", fontsize=8)
+                if row == 0:
+                    ax.set_title(label.replace(" / ", " /\n").replace(" on the", "\non the"),
+                                 fontsize=8)  # fmt: skip
+                if column == 0:
+                    ax.set_ylabel(f"layer {layer}", fontsize=8)
                 ax.grid(alpha=0.3)
         handles, labels = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 9),
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5),
                    frameon=False, fontsize=8)  # fmt: skip
         fig.suptitle(f"attention per layer and head, mean over queries of "
                      f"{section['samples']} instances per length", fontsize=9)  # fmt: skip
@@ -163,6 +172,7 @@ def distance_buckets_figure(section: dict):
     (columns: 0, 1, 2–3, …) at each evaluation length (rows), viridis on [0, 1]; lengths up to
     the training length are labelled (trained)."""
     import numpy as np
+    from matplotlib.patches import Patch
 
     plt = pyplot()
     lengths = sorted(int(length) for length in section["lengths"])
@@ -170,9 +180,13 @@ def distance_buckets_figure(section: dict):
     layers = [name for name in section["layers"]
               if any(name in section["lengths"][str(n)]["layers"] for n in lengths)]  # fmt: skip
     with plt.rc_context(PAPER_RC):
-        fig, axes = plt.subplots(1, len(layers), squeeze=False, layout="constrained",
-                                 figsize=(0.5 * len(buckets) * len(layers) + 2.0,
-                                          0.35 * len(lengths) + 1.8))  # fmt: skip
+        columns = min(2, len(layers))  # two layers a row: a page's width (FIGURE_WIDTH)
+        rows = -(-len(layers) // columns)
+        fig, axes = plt.subplots(rows, columns, squeeze=False, layout="constrained",
+                                 figsize=(FIGURE_WIDTH, (0.28 * len(lengths) + 1.5) * rows + 0.5))  # fmt: skip
+        cmap = plt.get_cmap("viridis").with_extremes(bad=MISSING_COLOUR)
+        for ax in axes.flat[len(layers) :]:
+            ax.set_axis_off()
         for index, layer in enumerate(layers):
             grid = np.full((len(lengths), len(buckets)), np.nan)
             for row, length in enumerate(lengths):
@@ -180,15 +194,18 @@ def distance_buckets_figure(section: dict):
                 if stats:
                     mass = np.asarray(stats["bucket_mass"], dtype=np.float64)  # (H, buckets)
                     grid[row, : mass.shape[1]] = mass.mean(axis=0)
-            ax = axes[0][index]
-            image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-            ax.set_xticks(range(len(buckets)), buckets, rotation=60)
+            ax = axes.flat[index]
+            image = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap=cmap,
+                              aspect="auto")  # fmt: skip
+            ax.set_xticks(range(len(buckets)), buckets, rotation=60, fontsize=7)
             ax.set_yticks(range(len(lengths)), [f"{n} (trained)" if n <= section["train_len"]
-                                                else str(n) for n in lengths])  # fmt: skip
-            ax.set_xlabel("distance |i − j| (tokens)")
+                                                else str(n) for n in lengths], fontsize=8)  # fmt: skip
+            ax.set_xlabel("distance |i − j| (tokens)", fontsize=8)
+            ax.set_ylabel("evaluation length" if index % columns == 0 else "", fontsize=8)
             ax.set_title(f"layer {layer}", fontsize=9)
-        axes[0][0].set_ylabel("evaluation length")
         fig.colorbar(image, ax=axes, label="attention mass (mean over heads)", shrink=0.9)
+        fig.legend(handles=[Patch(facecolor=MISSING_COLOUR, label="no keys that far")],
+                   loc="outside lower center", frameon=False, fontsize=8)  # fmt: skip
     return fig
 
 

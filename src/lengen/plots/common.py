@@ -60,6 +60,12 @@ PE_STYLES = {
     "irope": (OKABE_ITO["sky_blue"], "h", "-."),
 }
 _MARKERS = "osD^vPX*h<>p"
+#: the saved width of every figure but the grids of many panels (docs/analysis.md, *Figure
+#: sizes*): a one-column page's text width, a two-column paper's full width (``figure*``)
+FIGURE_WIDTH = 6.4
+#: where a heatmap has no value (a position not scored, a distance no key has): light grey,
+#: apart from every viridis colour and named in the legend, so a gap never reads as a score
+MISSING_COLOUR = "#d9d9d9"
 #: resolution of saved PNGs unless a caller passes one (run figures: ``eval.plot_dpi``)
 DEFAULT_DPI = 200
 PAPER_RC = {

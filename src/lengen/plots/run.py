@@ -10,7 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from lengen.plots.common import (
+    FIGURE_WIDTH,
     FORMATS,
+    MISSING_COLOUR,
     OKABE_ITO,
     PAPER_RC,
     figure_stem,
@@ -61,12 +63,15 @@ def extrapolation_figure(results: dict):
                 ax.errorbar(lengths, values, yerr=floats(spread), color=colour, marker=marker,
                             capsize=3, label=f"{metric_label(metric)} (mean ± std over "
                             f"{over} position draws)")  # fmt: skip
-            else:
-                ax.plot(lengths, values, color=colour, marker=marker, label=metric_label(metric))
+            else:  # accuracy wide and hollow beneath exact match: equal values show both
+                wide = metric == "accuracy" and "exact_match" in metrics
+                ax.plot(lengths, values, color=colour, marker=marker, label=metric_label(metric),
+                        markersize=8 if wide else 5, linewidth=2.4 if wide else 1.4,
+                        markerfacecolor="white" if wide else colour)  # fmt: skip
             baseline = [r.get(f"baseline_{metric}") for r in rows]
             if any(value is not None for value in baseline):  # the trivial predictor to beat
                 ax.plot(lengths, floats(baseline), color=colour, linestyle="--", linewidth=1,
-                        label=f"{metric_label(metric)}: most frequent symbol per position")  # fmt: skip
+                        label=f"{metric_label(metric)}: baseline")  # fmt: skip
         chance = rows[0].get("chance_accuracy") if rows else None
         if chance is not None and "accuracy" in metrics:
             ax.axhline(chance, color="grey", linestyle=":", linewidth=1, label="chance accuracy")
@@ -89,8 +94,11 @@ def extrapolation_figure(results: dict):
         ax.grid(alpha=0.3)
         handles, labels = ax.get_legend_handles_labels()  # error bars come last: reorder
         order = sorted(range(len(labels)), key=lambda i: _legend_rank(labels[i], metrics))
+        baselines = any(":" in label for label in labels)
         fig.legend([handles[i] for i in order], [labels[i] for i in order],
-                   loc="outside lower center", ncols=2, frameon=False, fontsize=8)  # fmt: skip
+                   loc="outside lower center", ncols=2, frameon=False, fontsize=8,
+                   title="baseline: the most frequent symbol at each answer position"
+                   if baselines else None, title_fontsize=8)  # fmt: skip
     return fig
 
 
@@ -98,7 +106,7 @@ def _legend_rank(label: str, metrics: list[str]) -> tuple[int, int]:
     """Legend order: each metric, then its baseline, metric by metric; then the rest."""
     for index, metric in enumerate(metrics):
         if label.startswith(metric_label(metric)):
-            return index, ":" in label  # "<metric>: most frequent symbol …" after the metric
+            return index, ":" in label  # "<metric>: baseline" after the metric
     return len(metrics), 0
 
 
@@ -238,11 +246,6 @@ def plot_loss_by_position(
     return save_figure(figure, figure_stem(path), formats, dpi=dpi)
 
 
-#: where a heatmap has no value (a position not scored at that length): light grey, apart from
-#: every viridis colour, named in the legend, so a missing cell never reads as a score
-MISSING_COLOUR = "#d9d9d9"
-
-
 def position_grid(by_length: dict):
     """Accuracy by evaluation length × answer position -> (lengths, positions, grid): ``grid``
     (len(lengths), len(positions)) with NaN where a position was not scored at that length
@@ -290,7 +293,7 @@ def position_figure(section: dict):
     ]
     with plt.rc_context(PAPER_RC):
         fig, axes = plt.subplots(len(protocols), 1, squeeze=False, layout="constrained",
-                                 figsize=(6.4, (0.3 * max(map(len, protocols.values())) + 1.4)
+                                 figsize=(FIGURE_WIDTH, (0.3 * max(map(len, protocols.values())) + 1.4)
                                           * len(protocols) + 0.4))  # fmt: skip
         for ax, (protocol, by_length) in zip(axes[:, 0], protocols.items(), strict=True):
             lengths, positions, grid = position_grid(by_length)

@@ -87,7 +87,8 @@ def _dodge(index: int, count: int, log_axis: bool, lengths: list[int]):
     spread = min(0.04 * count, 0.16)  # octaves from the first line to the last
     if log_axis:
         return lambda x: x * 2 ** (spread * step)
-    gaps = [b - a for a, b in zip(lengths, lengths[1:], strict=False)] or [1]
+    # one length: a gap of the length itself, drawn within ±25 % of it (``plot_metric_vs_length``)
+    gaps = [b - a for a, b in zip(lengths, lengths[1:], strict=False)] or [max(lengths[0], 1)]
     return lambda x: x + spread / 2 * min(gaps) * step
 
 
@@ -204,11 +205,15 @@ def plot_metric_vs_length(
                 color="grey",
                 linestyle="--",
                 linewidth=1.1,
+                marker="_" if len(baseline) == 1 else None,  # one length: a line of one point
+                markersize=24,
                 label="baseline (best constant answer)",
                 zorder=4,
             )
         unit = rows[0].get("_length_unit") or ("length", "input symbols")
         length_axis(ax, lengths, train_len, unit)
+        if len(lengths) == 1:  # else autoscaling zooms into the dodge: one length at full width
+            ax.set_xlim(0.75 * lengths[0], 1.25 * lengths[0])
         ax.minorticks_off()
         ax.set_ylabel(metric_label(metric))
         if limits:

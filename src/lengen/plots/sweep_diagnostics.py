@@ -4,7 +4,7 @@ against the evaluation length per configuration, and exact match by length × an
 
 from __future__ import annotations
 
-from lengen.plots.common import PAPER_RC, length_axis, pe_style, pyplot
+from lengen.plots.common import FIGURE_WIDTH, PAPER_RC, length_axis, pe_style, pyplot
 
 #: the diagnostics a sweep figure draws, in order, with their axis labels
 SWEEP_DIAGNOSTICS = {
@@ -15,15 +15,18 @@ SWEEP_DIAGNOSTICS = {
 
 
 def diagnostics_vs_length_figure(table, labels: dict, title: str, train_len: int):
-    """Per attention statistic (columns), its mean over layers, heads and seeds against the
-    evaluation length, one line per configuration (colour and marker = PE, as in every figure);
-    the training length dashed. ``table``: ``lengen.aggregate.diagnostics.attention_over_seeds``
-    rows of one task, model and training length; ``labels``: config_hash -> line name."""
+    """Per attention statistic (panels side by side, sharing the [0, 1] y axis), its mean over
+    layers, heads and seeds against the evaluation length, one line per configuration (colour
+    and marker = PE, as in every figure); the training length dashed; ``FIGURE_WIDTH`` wide,
+    the legend below. ``table``: ``lengen.aggregate.diagnostics.attention_over_seeds`` rows of
+    one task, model and training length; ``labels``: config_hash -> line name."""
+    import math
+
     plt = pyplot()
     lengths = sorted(int(n) for n in table["length"].unique())
     with plt.rc_context(PAPER_RC):
-        fig, axes = plt.subplots(1, len(SWEEP_DIAGNOSTICS), figsize=(3.0 * len(SWEEP_DIAGNOSTICS)
-                                 + 1.6, 3.2), squeeze=False, layout="constrained")  # fmt: skip
+        fig, axes = plt.subplots(1, len(SWEEP_DIAGNOSTICS), figsize=(FIGURE_WIDTH, 2.9),
+                                 sharey=True, squeeze=False, layout="constrained")  # fmt: skip
         for ax, (statistic, label) in zip(axes[0], SWEEP_DIAGNOSTICS.items(), strict=True):
             rows = table[table["statistic"] == statistic]
             for config, line in sorted(rows.groupby("config_hash"),
@@ -37,15 +40,18 @@ def diagnostics_vs_length_figure(table, labels: dict, title: str, train_len: int
                 ax.plot(line["length"], line["mean"], color=colour, marker=marker,
                         linestyle=style, linewidth=1.4, markersize=4, label=name)  # fmt: skip
             length_axis(ax, lengths, train_len)
+            ax.set_xlabel(ax.get_xlabel() if ax is axes[0][1] else "")  # once, in the middle
             ax.minorticks_off()
+            ax.tick_params(axis="x", labelsize=8, labelrotation=45 if len(lengths) > 4 else 0)
             ax.set_ylim(-0.03, 1.03)
-            ax.set_ylabel(label)
-            ax.set_title(label, fontsize=9)
+            ax.set_title(label, fontsize=9)  # the panel's y axis: its title
             ax.grid(alpha=0.3)
         handles, names = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, names, loc="outside right upper", frameon=False, fontsize=8,
-                   title="PE (seeds)")  # fmt: skip
+        columns = max(1, min(3, len(names)))
+        fig.legend(handles, names, loc="outside lower center", frameon=False, fontsize=8,
+                   ncols=columns, title="PE (seeds)", title_fontsize=8)  # fmt: skip
         fig.suptitle(f"{title}: attention, mean over layers, heads and seeds", fontsize=9)
+        fig.set_size_inches(FIGURE_WIDTH, 2.9 + 0.18 * math.ceil(len(names) / columns))
     return fig
 
 
