@@ -15,7 +15,9 @@ Rewrites two blocks of docs/config.md:
   nearest class of its hierarchy that comments it).
 
 * between `<!-- recipes:begin -->` and `<!-- recipes:end -->` (inside the `experiment` row of
-  the groups table, on one line): every configs/experiment/<name>.yaml by name.
+  the groups table, on one line): every configs/experiment/<name>.yaml by name; likewise
+  `<!-- tasks:begin -->` / `<!-- grids:begin -->` in the `data` row: every task yaml whose task
+  has one position axis, and those with more (grids, volumes).
 
 `--check` changes nothing and exits 1 when docs/config.md is out of date. So the yaml comments
 are the one place a PE option is described, and the config class the one place a task option
@@ -40,6 +42,8 @@ TASK_BEGIN = "<!-- task-options:begin -->"
 TASK_END = "<!-- task-options:end -->"
 RECIPES_BEGIN = "<!-- recipes:begin -->"
 RECIPES_END = "<!-- recipes:end -->"
+TASKS_BEGIN, TASKS_END = "<!-- tasks:begin -->", "<!-- tasks:end -->"
+GRIDS_BEGIN, GRIDS_END = "<!-- grids:begin -->", "<!-- grids:end -->"
 INTERNAL = {"_target_", "_partial_", "name"}  # wiring, not options a user sets
 COMMAND = "python scripts/gen_config_docs.py"
 
@@ -252,6 +256,20 @@ def render_recipes(root: Path = ROOT) -> str:
     return ", ".join(f"`{name}`" for name in names)
 
 
+def render_task_names(root: Path = ROOT, *, grids: bool = False) -> str:
+    """The `data` row's lists: the task yamls whose task has one position axis (sequences), or
+    with ``grids`` those with more; text (no task) in neither."""
+    from hydra.utils import get_class
+
+    names = []
+    for path in sorted((root / "configs" / "data").glob("*.yaml")):
+        task = (yaml.safe_load(path.read_text()) or {}).get("task")
+        is_task = isinstance(task, dict) and "_target_" in task
+        if is_task and (get_class(task["_target_"]).axes > 1) == grids:
+            names.append(path.stem)
+    return "`" + " ".join(names) + "`"
+
+
 def updated(
     doc: str, block: str, begin: str = BEGIN, end: str = END, *, inline: bool = False
 ) -> str:
@@ -268,7 +286,10 @@ def rendered(doc: str, root: Path = ROOT) -> str:
     """doc with every generated block rewritten."""
     doc = updated(doc, render_block(root))
     doc = updated(doc, render_task_block(root), TASK_BEGIN, TASK_END)
-    return updated(doc, render_recipes(root), RECIPES_BEGIN, RECIPES_END, inline=True)
+    doc = updated(doc, render_recipes(root), RECIPES_BEGIN, RECIPES_END, inline=True)
+    doc = updated(doc, render_task_names(root), TASKS_BEGIN, TASKS_END, inline=True)
+    grids = render_task_names(root, grids=True)
+    return updated(doc, grids, GRIDS_BEGIN, GRIDS_END, inline=True)
 
 
 def main(argv: list[str] | None = None) -> int:
