@@ -1,14 +1,19 @@
-"""Process plumbing: the preemption signals a process remembers instead of dying, and output
-streams that outlive their reader or were closed before the process started. Installed by the
-entry points at process start."""
+"""Process plumbing: the preemption signals a process remembers instead of dying, waits in C
+code that signals (and a deadline) still end, and output streams that outlive their reader or
+were closed before the process started. Installed by the entry points at process start."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
+import select
 import signal
 import sys
+import threading
+import time
+from collections.abc import Callable
 
 # -- preemption signals ------------------------------------------------------------------------
 #: Signals that stop training with a checkpoint: SIGTERM (kill, most schedulers) and SIGUSR1
@@ -37,6 +42,78 @@ def received_signal() -> int:
 def acted_on_signal() -> None:
     """The run stopped for the signal: a later run in this process starts afresh."""
     _received["signum"] = 0
+
+
+# -- waits in C code ---------------------------------------------------------------------------
+#: seconds a run's processes wait for each other to start (the process group's start-up)
+START_TIMEOUT_VARIABLE = "LENGEN_START_TIMEOUT"
+START_TIMEOUT_S = 300.0
+
+
+def start_timeout() -> float:
+    """``$LENGEN_START_TIMEOUT`` (seconds > 0), else ``START_TIMEOUT_S``. Raises ValueError
+    naming the variable (the pre-check turns it into a refusal)."""
+    text = os.environ.get(START_TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return START_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"{START_TIMEOUT_VARIABLE}={text}: allowed: a number of seconds > 0")
+    return seconds
+
+
+@contextlib.contextmanager
+def signals_end_the_wait(
+    timeout: float,
+    on_signal: Callable[[int], str],
+    on_timeout: Callable[[], tuple[str, int]],
+):
+    """End the process when a signal comes, or ``timeout`` seconds pass, while the main thread
+    waits in C code inside this block: a wait in torch.distributed's start-up (rank 0 waiting
+    for ranks that never come) runs no Python signal handler until it returns, so SIGTERM and
+    SIGINT went unseen and only SIGKILL ended it. A thread of its own watches the wakeup file
+    descriptor, where the interpreter's C-level handler writes each signal's number whatever
+    the main thread does (``signal.set_wakeup_fd``). A signal: ``on_signal(signum)``'s line,
+    exit 128 + signum; the deadline: ``on_timeout()``'s (line, exit status). Both run in that
+    thread, the main thread still waiting; nothing was trained in the block, so nothing is
+    saved. Main thread only (set_wakeup_fd); a signal after the block is the handlers' again."""
+    wake_read, wake_write = os.pipe()
+    stop_read, stop_write = os.pipe()
+    os.set_blocking(wake_write, False)  # the C handler must never block on it
+    previous = signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
+
+    def watch() -> None:
+        deadline = time.monotonic() + timeout
+        signum = _received["signum"]  # one remembered before the wait would wait with it
+        while not signum:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([wake_read, stop_read], [], [], max(left, 0))
+            if stop_read in ready:
+                return
+            if not ready:
+                break
+            got = os.read(wake_read, 64)  # (other signals with handlers of their own: ignored)
+            signum = next((n for n in got if n in (*PREEMPTION_SIGNALS, signal.SIGINT)), 0)
+        if signum:
+            line, status = on_signal(signum), 128 + signum
+        else:
+            line, status = on_timeout()
+        print(line, file=sys.stderr, flush=True)
+        os._exit(status)  # the main thread is inside C code: no exception can reach it
+
+    watcher = threading.Thread(target=watch, name="lengen-wait-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        os.write(stop_write, b"x")
+        watcher.join()
+        signal.set_wakeup_fd(previous)
+        for fd in (wake_read, wake_write, stop_read, stop_write):
+            os.close(fd)
 
 
 class _OutlivesItsReader:

@@ -234,6 +234,8 @@ def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed, *, op
     # lengen's handlers, installed at process start, stay: Lightning's would bypass SIGTERM in
     # the moments before StepCheckpoint starts (a preemption reported as success)
     trainer._signal_connector.register_signal_handlers = lambda: None
+    if trainer.world_size > 1:  # the processes wait for each other to start: not forever
+        watch_start_up(trainer, directory)
     try:  # what only the built trainer knows: its process count and device
         check_batch_split(cfg.data.batch_size, trainer.world_size)
         model.check_kernel(trainer.strategy.root_device.type, training=True)
@@ -246,6 +248,55 @@ def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed, *, op
     if logger:
         logger.log_hyperparams(config)
     return trainer, lit, logger
+
+
+def watch_start_up(trainer, directory: RunDirectory) -> None:
+    """The process group's start-up, where each rank waits inside torch for the others to
+    connect, ends on SIGTERM, SIGUSR1 or SIGINT (one line, 128 + the signal, failed.json) and
+    after ``lengen.process.start_timeout()`` seconds (one line, exit 2, the folder this command
+    made removed, as for a refusal): rank 0 of ranks that nothing starts (torchrun variables
+    copied into a shell) waited forever, deaf to both (issue #51, SL06b). The ranks Lightning
+    started here get the signal too."""
+    import os
+    import signal
+
+    from lengen.preflight import remove_refused_run
+    from lengen.process import signals_end_the_wait, start_timeout
+
+    strategy = trainer.strategy
+    start = strategy.setup_environment  # (Lightning's: torch.distributed.init_process_group)
+    timeout, processes = start_timeout(), trainer.world_size
+    where = f"{os.environ.get('MASTER_ADDR', '127.0.0.1')}:{os.environ.get('MASTER_PORT', '?')}"
+
+    def stop_ranks_started_here(signum: int) -> None:
+        for child in getattr(strategy.launcher, "procs", None) or []:
+            child.send_signal(signum)
+
+    def on_signal(signum: int) -> str:
+        line = (
+            f"interrupted by {signal.Signals(signum).name} while the run's {processes} "
+            f"processes were starting (at {where}); nothing trained, nothing saved"
+        )
+        stop_ranks_started_here(signum)
+        directory.record_failure(InterruptedError(line))
+        return line
+
+    def on_timeout() -> tuple[str, int]:
+        stop_ranks_started_here(signal.SIGTERM)
+        remove_refused_run(directory.path)
+        return (
+            f"error: trainer.num_nodes={trainer.num_nodes}: the run's {processes} processes did "
+            f"not all start within {timeout:g} s (waiting at {where}); allowed: start every "
+            f"rank (srun in a SLURM job, torchrun on each node), trainer.num_nodes=1 "
+            f"trainer.devices=1, or a longer wait: LENGEN_START_TIMEOUT=<seconds>",
+            2,
+        )
+
+    def watched_start() -> None:
+        with signals_end_the_wait(timeout, on_signal, on_timeout):
+            start()
+
+    strategy.setup_environment = watched_start
 
 
 def use_thread_setting() -> None:

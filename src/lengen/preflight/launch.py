@@ -15,6 +15,7 @@ from lengen.caches import unwritable_reason
 from lengen.config import CONFIG_DIR, ROOT
 from lengen.errors import ConfigError
 from lengen.preflight.values import processes
+from lengen.process import start_timeout
 from lengen.rundir import LOCK, RunDirectory
 
 # -- a refusal after Hydra wrote: undone ------------------------------------------------------------
@@ -121,11 +122,56 @@ def check_launch(cfg: DictConfig, sweeping: bool, cluster: bool) -> None:
             f"no torchrun); allowed: trainer.num_nodes=1 here, or a job on several nodes "
             f"(srun, or -m hydra/launcher=slurm; docs/scaling.md)"
         )
+    if not cluster and (processes(cfg.trainer) != 1 or (isinstance(nodes, int) and nodes > 1)):
+        check_process_variables(cfg.trainer)
+        try:  # how long the processes wait for each other to start (lengen.train)
+            start_timeout()
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
     if sweeping and not cluster and processes(cfg.trainer) != 1:
         raise ConfigError(
             f"trainer.devices={cfg.trainer.devices} (several processes per run) cannot run "
             f"inside a local -m sweep; allowed: trainer.devices=1 in local sweeps, or "
             f"hydra/launcher=slurm, which starts each run's processes itself (docs/scaling.md)"
+        )
+
+
+#: what srun gives each task of a SLURM job, which Lightning reads for the task's rank once
+#: SLURM_NTASKS says the run is a SLURM job's (``lightning_fabric``'s SLURMEnvironment)
+SLURM_TASK_VARIABLES = ("SLURM_NODEID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE")
+
+
+def check_process_variables(trainer: DictConfig) -> None:
+    """A run of several processes that something else starts (srun, torchrun) learns its rank
+    from the environment: the variables Lightning reads must all be there and count the
+    processes the trainer asks for. Where they do not, a process crashed at start-up
+    (``KeyError('SLURM_NODEID')`` with SLURM_JOB_ID and SLURM_NTASKS but no srun) or waited
+    for ranks that can never come."""
+    import os
+
+    wanted = processes(trainer)
+    shape = f"trainer.devices × trainer.num_nodes = {wanted} processes"
+    interactive = os.environ.get("SLURM_JOB_NAME") in ("bash", "interactive")  # as Lightning
+    if os.environ.get("SLURM_NTASKS") and not interactive:
+        missing = [name for name in SLURM_TASK_VARIABLES if not os.environ.get(name)]
+        if missing:
+            raise ConfigError(
+                f"trainer.num_nodes={trainer.get('num_nodes', 1)}: this is a SLURM job "
+                f"(SLURM_NTASKS={os.environ['SLURM_NTASKS']}) but {', '.join(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} not set, which srun gives each task: "
+                f"the command was not started by srun; allowed: srun python train.py … inside "
+                f"the job (one task per device), or trainer.num_nodes=1 trainer.devices=1"
+            )
+        counted, name = os.environ["SLURM_NTASKS"], "SLURM_NTASKS"
+    elif os.environ.get("WORLD_SIZE"):
+        counted, name = os.environ["WORLD_SIZE"], "WORLD_SIZE"
+    else:
+        return
+    if wanted is not None and counted.strip() != str(wanted):
+        raise ConfigError(
+            f"{name}={counted} in the environment, but {shape}: the ranks would wait for "
+            f"processes that never start; allowed: the trainer's shape of the job that started "
+            f"this command (trainer.devices = tasks per node, trainer.num_nodes = nodes)"
         )
 
 
