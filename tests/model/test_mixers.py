@@ -152,11 +152,23 @@ def rederived_linear(module, x, delta, gated, beta_scale):
     def split(y):  # (B, T, D) -> (B, H, T, hd)
         return y.reshape(batch, length, heads, head_dim).permute(0, 2, 1, 3)
 
-    q, k, v = (
-        split(x @ w.T) for w in (module.query.weight, module.key.weight, module.value.weight)
-    )
-    if delta:
+    weights = (module.query.weight, module.key.weight, module.value.weight)
+    q, k, v = (x @ w.T for w in weights)  # (B, T, D) each
+    if module.conv_size:  # y_t = Σ_i w_i x_{t − (width − 1) + i}, zeros before the start, then SiLU
+        width, filters = module.conv_size, module.conv.weight[:, 0].split(d_model)  # (D, w) each
+        convolved = []
+        for y, taps in zip((q, k, v), filters, strict=True):
+            out = torch.zeros_like(y)
+            for t in range(length):
+                for i in range(width):
+                    if t - (width - 1) + i >= 0:
+                        out[:, t] += taps[:, i] * y[:, t - (width - 1) + i]
+            convolved.append(out * torch.sigmoid(out))
+        q, k, v = convolved
+    elif delta:
         q, k = (y * torch.sigmoid(y) for y in (q, k))
+    q, k, v = split(q), split(k), split(v)
+    if delta:
         q, k = (y / y.norm(dim=-1, keepdim=True) for y in (q, k))
     beta = None
     if delta:
@@ -195,6 +207,7 @@ def rederived_lstm(module, x):
 @pytest.mark.parametrize(
     ("name", "options"),
     [("gla", {}), ("deltanet", {}), ("gated_deltanet", {}), ("deltanet", {"negative_eigenvalues": True}),
+     ("gla", {"conv_size": 3}), ("deltanet", {"conv_size": 0}), ("gated_deltanet", {"conv_size": 1}),
      ("gated_deltanet", {"negative_eigenvalues": True, "chunk_size": 3}), ("lstm", {})],
 )  # fmt: skip
 def test_mixer_forward_equals_its_float64_rederivation(name, options):
@@ -255,13 +268,17 @@ def test_decoding_state_stays_the_same_size_as_tokens_arrive(name):
     with torch.no_grad():
         cache = net.new_cache(40)
         net.decode(sequence[:, :1], cache)
-        state = cache.layers[0].self_attention.state
-        first = sum(part.numel() for part in (state if isinstance(state, tuple) else (state,)))
+        first = state_size(cache.layers[0].self_attention.state)
         for t in range(1, 40):
             net.decode(sequence[:, t : t + 1], cache)
-        state = cache.layers[0].self_attention.state
-        last = sum(part.numel() for part in (state if isinstance(state, tuple) else (state,)))
+        last = state_size(cache.layers[0].self_attention.state)
     assert last == first
+
+
+def state_size(state) -> int:
+    """Numbers held by a decoding state: a tensor, or a tuple of tensors (or None parts)."""
+    parts = state if isinstance(state, tuple) else (state,)
+    return sum(part.numel() for part in parts if part is not None)
 
 
 @pytest.mark.parametrize("mixers", STACKS, ids=IDS)

@@ -6,7 +6,8 @@ Algorithms Through Structured State Space Duality", arXiv 2405.21060; the scalar
 Yang et al. 2024, "Gated Linear Attention Transformers with Hardware-Efficient Training", arXiv
 2312.06635, as fla's ``simple_gla``). Reference read: ``fla-org/flash-linear-attention``
 ``fla/ops/simple_gla/naive.py``. Deviation from Mamba-2: the written value is v_t, not
-Δ_t · x_t (the GLA form), and there is no short convolution (docs/models.md).
+Δ_t · x_t (the GLA form); the short convolution is off by default (``conv_size`` 0, as in
+fla's simple GLA layer; docs/models.md).
 """
 
 from __future__ import annotations

@@ -114,13 +114,14 @@ def mamba2_log_decay(projected: Tensor, a_log: Tensor, dt_bias: Tensor) -> Tenso
 
 
 class LinearMixer(RecurrentMixer):
-    """Projections around the recurrence: q, k, v per head; the gate and β where the variant
-    has them; a per-head RMSNorm of the outputs and a SiLU output gate (as GLA, Mamba-2 and
-    Gated DeltaNet do), then the output projection (``out``: GPT-2's depth-scaled init applies
-    to it by name, as to attention's).
+    """Projections around the recurrence: q, k, v per head, each through a short causal
+    depthwise convolution and SiLU where ``conv_size`` > 0 (fla's ``ShortConvolution``, Mamba-2's
+    conv); the gate and β where the variant has them; a per-head RMSNorm of the outputs and a
+    SiLU output gate (as GLA, Mamba-2 and Gated DeltaNet do), then the output projection
+    (``out``: GPT-2's depth-scaled init applies to it by name, as to attention's).
 
-    The short causal convolutions that fla's layers put on q, k and v are left out: they are
-    not part of the recurrences compared here (docs/models.md, deviations).
+    Its state is (S, tail): the matrix memory (B, H, dk, dv) and the last ``conv_size`` − 1
+    projected inputs (B, conv_size − 1, 3·D) that the convolution still reads (None without one).
     """
 
     #: the variant: the delta rule (DeltaNet) and a forget gate (GLA, Gated DeltaNet)
@@ -128,16 +129,27 @@ class LinearMixer(RecurrentMixer):
     gated: ClassVar[bool] = False
 
     def __init__(
-        self, *, d_model, n_heads, chunk_size=64, negative_eigenvalues=False, **ignored
+        self,
+        *,
+        d_model,
+        n_heads,
+        chunk_size=64,
+        conv_size=0,
+        negative_eigenvalues=False,
+        **ignored,
     ) -> None:
         super().__init__(d_model=d_model, n_heads=n_heads, **ignored)
         self.head_dim = d_model // n_heads
         self.chunk_size = chunk_size
+        self.conv_size = conv_size
         # Grazzi et al. 2025: β in (0, 2) lets I − β k kᵀ have a negative eigenvalue
         self.beta_scale = 2.0 if negative_eigenvalues else 1.0
         self.query = nn.Linear(d_model, d_model, bias=False)
         self.key = nn.Linear(d_model, d_model, bias=False)
         self.value = nn.Linear(d_model, d_model, bias=False)
+        if conv_size:  # one depthwise filter per channel of q, k and v together (3·D)
+            channels = 3 * d_model
+            self.conv = nn.Conv1d(channels, channels, conv_size, groups=channels, bias=False)
         if self.delta:
             self.beta = nn.Linear(d_model, n_heads)
         if self.gated:
@@ -155,30 +167,46 @@ class LinearMixer(RecurrentMixer):
         batch, length, _ = projected.shape
         return projected.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
 
-    def terms(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
-        """x (B, T, D) -> q, k (B, H, T, dk) with q scaled by dk^−½, v (B, H, T, dv), β and
-        log α (B, H, T) or None."""
-        q, k, v = self.heads(self.query(x)), self.heads(self.key(x)), self.heads(self.value(x))
-        if self.delta:  # SiLU then L2 norm (fla's DeltaNet): ‖k‖ = 1 keeps I − β k kᵀ stable
-            q, k = F.normalize(F.silu(q), dim=-1), F.normalize(F.silu(k), dim=-1)
+    def convolve(self, projected: Tensor, tail: Tensor | None) -> tuple[Tensor, Tensor]:
+        """Causal depthwise convolution, then SiLU: (B, T, 3D) and the inputs before them
+        (B, w − 1, 3D; None: zeros, the sequence's start) -> (B, T, 3D), the new tail."""
+        if tail is None:
+            tail = projected.new_zeros(projected.shape[0], self.conv_size - 1, projected.shape[2])
+        padded = torch.cat([tail, projected], dim=1)  # (B, w − 1 + T, 3D)
+        mixed = self.conv(padded.transpose(1, 2)).transpose(1, 2)  # (B, T, 3D): no padding
+        return F.silu(mixed), padded[:, padded.shape[1] - (self.conv_size - 1) :]
+
+    def terms(self, x: Tensor, tail: Tensor | None = None):
+        """x (B, T, D) and the convolution's tail -> (q, k (B, H, T, dk) with q scaled by
+        dk^−½, v (B, H, T, dv), β and log α (B, H, T) or None), the new tail."""
+        q, k, v = self.query(x), self.key(x), self.value(x)  # (B, T, D) each
+        if self.conv_size:
+            qkv, tail = self.convolve(torch.cat([q, k, v], dim=-1), tail)
+            q, k, v = qkv.chunk(3, dim=-1)  # SiLU'd by the convolution
+        elif self.delta:  # SiLU before the L2 norm (fla's DeltaNet)
+            q, k = F.silu(q), F.silu(k)
+        q, k, v = self.heads(q), self.heads(k), self.heads(v)
+        if self.delta:  # ‖k‖ = 1 keeps I − β k kᵀ's eigenvalues in [1 − β, 1]
+            q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
         beta = None
         if self.delta:
             beta = self.beta_scale * torch.sigmoid(self.beta(x)).transpose(1, 2)  # (B, H, T)
         log_decay = None
         if self.gated:
             log_decay = mamba2_log_decay(self.decay(x), self.a_log, self.dt_bias)  # (B, H, T)
-        return q * self.head_dim**-0.5, k, v, beta, log_decay
+        return (q * self.head_dim**-0.5, k, v, beta, log_decay), tail
 
     def mix(self, x: Tensor, state, decoding: bool):
         batch, length, d_model = x.shape
-        terms = self.terms(x)
+        memory, tail = (None, None) if state is None else state
+        terms, tail = self.terms(x, tail)
         # the recurrence in fp32 at least: products of many gates underflow in bf16
         compute = torch.promote_types(terms[0].dtype, torch.float32)
         terms = [None if term is None else term.to(compute) for term in terms]
         if decoding and length == 1:
-            y, state = recurrent_form(*terms, state=state)
+            y, memory = recurrent_form(*terms, state=memory)
         else:
-            y, state = chunked_form(*terms, state=state, chunk_size=self.chunk_size)
+            y, memory = chunked_form(*terms, state=memory, chunk_size=self.chunk_size)
         y = self.norm(y.to(x.dtype))  # (B, H, T, dv), per head
         y = y.transpose(1, 2).reshape(batch, length, d_model) * F.silu(self.gate(x))
-        return self.out(y), state  # (B, T, D)
+        return self.out(y), (memory, tail)  # (B, T, D)

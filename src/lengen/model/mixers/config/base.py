@@ -40,6 +40,9 @@ class LinearMixerConfig(MixerConfig):
 
     #: tokens per chunk of the parallel (training) form: memory per chunk ∝ chunk², steps ∝ T / chunk
     chunk_size: int = option(64, integer())
+    #: width of the causal depthwise convolution (then SiLU) on q, k and v, as fla's layers
+    #: and Mamba-2 put before the recurrence; 0: none
+    conv_size: int = option(0, integer(0))
 
 
 class MixerPlan(NamedTuple):

@@ -13,3 +13,5 @@ class DeltaNetConfig(LinearMixerConfig):
     #: Grazzi et al. 2025: β in (0, 2), so the state transition I − β k kᵀ has eigenvalues in
     #: (−1, 1) (parity and modular counting need negative ones); false: β in (0, 1)
     negative_eigenvalues: bool = option(False, flag())
+    #: fla's DeltaNet and Gated DeltaNet layers: a short convolution of width 4
+    conv_size: int = LinearMixerConfig.with_default("conv_size", 4)
