@@ -112,3 +112,11 @@ def test_the_docs_index_links_every_page(page):
     if page == "index.md":
         pytest.skip("the index itself")
     assert f"]({page}" in (ROOT / "docs" / "index.md").read_text()
+
+
+def test_the_route_names_the_causal_only_encodings_as_the_configs_do():
+    from helpers import pe_supports
+
+    causal_only = {pe for pe in yaml_choices("pe") if not pe_supports(pe, "encoder")}
+    sentence = re.search(r"\n([^\n]*\n[^\n]*) serve causal models only", MODELS)[1]
+    assert set(re.findall(r"`(\w+)`", sentence)) == causal_only
