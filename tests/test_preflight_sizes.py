@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT, compose_train, pe_supports, yaml_choices
+from helpers import ROOT, compose_train, fresh_python, pe_supports, yaml_choices
 from lengen.errors import ConfigError
 from lengen.preflight.resources import check_model_memory, config_axes
 from lengen.preflight.sizes import model_sizes
@@ -103,3 +103,17 @@ def test_a_table_too_big_is_refused_on_the_command_line_writing_nothing(tmp_path
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: pe.table_size=")
     assert not run_dir.exists()
+
+
+def test_a_size_that_cannot_fit_is_refused_before_torch_is_imported():
+    imported = fresh_python(
+        "import sys\n"
+        "from lengen.errors import ConfigError\n"
+        "from lengen.preflight import precheck\n"
+        "try:\n"
+        "    precheck(['debug=fast', 'pe=learned', 'pe.table_size=2000000000'])\n"
+        "except ConfigError as error:\n"
+        "    assert str(error).startswith('pe.table_size='), error\n"
+        "print('torch' in sys.modules)"
+    )
+    assert imported == "False"
