@@ -146,9 +146,16 @@ def _devices(key: str, value):
     ok = value in (-1, "auto") or (
         isinstance(value, int) and not isinstance(value, bool) and value >= 1
     )
-    if not (ok or is_list(value) and all(isinstance(d, int) for d in value)):
+    # a list: device indices, at least one, each once ([] left Lightning without a device:
+    # its MisconfigurationException after the run folder was written, V05)
+    indices = is_list(value) and list(value) and len(set(value)) == len(value)
+    indices = indices and all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
+    )
+    if not (ok or indices):
         raise ValueError(
-            f"{key} must be a positive integer, -1, auto or a list of device indices, got {value!r}"
+            f"{key} must be a positive integer, -1, auto or a non-empty list of distinct device "
+            f"indices (>= 0), got {value!r}"
         )
     return value
 

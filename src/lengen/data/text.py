@@ -142,8 +142,29 @@ class TextDataConfig(Config):
             minimum = 256 if self.tokenizer == "bpe" else 1
             positive_int("data.vocab_size", self.vocab_size, minimum)
 
+    def check_tokenizer_file(self) -> None:
+        """A ``data.tokenizer`` path must hold a tokenizer.json the tokenizers library reads
+        (T02: a plain text file failed at build with "expected value at line 1 column 1",
+        naming neither the key nor the file)."""
+        if self.tokenizer in TOKENIZER_KINDS:
+            return
+        from tokenizers import Tokenizer  # no torch; only for a tokenizer given by path
+
+        path = Path(str(self.tokenizer)).expanduser()
+        try:
+            Tokenizer.from_str(path.read_text())
+        except Exception as error:  # noqa: BLE001 - unreadable, not text, or its parser's
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise ValueError(
+                f"data.tokenizer={self.tokenizer}: not a tokenizer.json the tokenizers library "
+                f"reads ({type(error).__name__}: {reason[:120]}); allowed: "
+                f"{', '.join(TOKENIZER_KINDS)} or the path of a tokenizer.json "
+                f"(tokenizers' Tokenizer.save)"
+            ) from None
+
     def check_files(self) -> None:
         """Every local file named exists and holds text (reads them: not for every build)."""
+        self.check_tokenizer_file()
         if self.dataset is not None:
             return
         for split in ("train", "validation"):

@@ -58,6 +58,17 @@ class LearnedConfig(EncodingConfig):
         table_size = self.table_size
         if table_size is None:
             table_size = needed if self.policy == "extend" else (trained or needed)
+        # a table given too small fails at the first step past it (M05: a traceback at step 1
+        # after the run folder was written): training needs its positions under every policy,
+        # and extend evaluates on the table's own rows
+        least = needed if self.policy == "extend" else (trained or 0)
+        if self.table_size is not None and self.table_size < least:
+            what = "evaluation" if self.policy == "extend" and least != trained else "training"
+            raise ValueError(
+                f"pe.table_size={self.table_size}: {what} needs {least} {unit} but the table "
+                f"holds {self.table_size}; allowed: pe.table_size >= {least}, or null (sized "
+                f"from the run)"
+            )
         if self.policy == "error" and needed > table_size:
             raise ValueError(
                 f"pe.policy=error: evaluation needs {needed} {unit} but the learned table "
