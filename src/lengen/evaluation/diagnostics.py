@@ -56,7 +56,9 @@ def attention_diagnostics(data, model, lengths: list[int], *, samples: int, eval
     statistic, per head (``bucket_mass``: per head, per distance bucket)."""
     names = layer_names(model)
     section = {
-        "samples": samples,
+        # the instances looked at per length, as found below (at most the evaluated ones:
+        # eval.diagnostics_samples=100000 with 8 evaluated recorded 100000, G04)
+        "samples": 0,
         "queries": "every query of each instance; distances in token indices",
         "statistics": [*SCALAR_STATISTICS, "bucket_mass"],
         "layers": names,
@@ -83,6 +85,8 @@ def attention_diagnostics(data, model, lengths: list[int], *, samples: int, eval
                     key: value.to(device)
                     for key, value in select(data, length, samples, evaluated).items()
                 }
+                looked_at = next(v for k, v in inputs.items() if k != "positions").shape[0]
+                section["samples"] = max(section["samples"], int(looked_at))
                 try:
                     with recording_statistics() as recorded:
                         model(**inputs)
