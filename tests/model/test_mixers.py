@@ -295,6 +295,11 @@ def test_mixers_cycle_over_the_layers():
     assert kinds == ["GatedLinearAttention", "Attention", "GatedLinearAttention", "Attention"]
 
 
+def test_a_stack_shallower_than_the_list_warns_naming_the_layers_it_uses():
+    with pytest.warns(UserWarning, match=r"uses the first 2 of its 4 entries: gla, gla \("):
+        model(["gla", "gla", "gla", "attention"], n_layers=2)
+
+
 def test_default_model_keeps_attention_everywhere():
     net = model(None)
     assert all(isinstance(block.attn, MultiHeadAttention) for block in net.stack.blocks)

@@ -29,7 +29,7 @@ from lengen.model.cache import DecodingCache, LayerCache
 from lengen.model.kernels import choose_kernel
 from lengen.model.mixers.base import RecurrentMixer
 from lengen.model.mixers.build import build_mixer
-from lengen.model.mixers.config.base import MixerPlan
+from lengen.model.mixers.config.base import MixerPlan, layer_plans
 from lengen.pe.base import PositionalEncoding
 
 PEFactory = Callable[..., PositionalEncoding]
@@ -129,18 +129,10 @@ class Stack(nn.Module):
             )
         self.dropout = nn.Dropout(dropout)
         # layer i mixes with plan i mod len(mixers), as pe.layers cycles encodings
+        plans = layer_plans(list(mixers), n_layers) if mixers else [None] * n_layers
         self.blocks = nn.ModuleList(
-            Block(
-                d_model,
-                n_heads,
-                d_ff,
-                dropout,
-                causal,
-                cross_attention,
-                attention,
-                mixers[index % len(mixers)] if mixers else None,
-            )
-            for index in range(n_layers)
+            Block(d_model, n_heads, d_ff, dropout, causal, cross_attention, attention, plan)
+            for plan in plans
         )
         self.norm = nn.LayerNorm(d_model)
 

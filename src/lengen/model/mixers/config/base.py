@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar, NamedTuple
@@ -161,6 +162,20 @@ def plan_mixers(mixer: str | dict, mixers: tuple | None) -> list[MixerPlan]:
             f"layer) or model.mixers (per layer)"
         )
     return [plan_entry(entry, f"model.mixers.{index}") for index, entry in enumerate(mixers)]
+
+
+def layer_plans(plans: list[MixerPlan], n_layers: int) -> list[MixerPlan]:
+    """Each of a stack's ``n_layers`` layers' plan: plan i mod len(plans). A stack shallower than
+    the list uses its first entries, warned (as ``pe.layers`` warns): the default 2 layers of
+    ``model.mixers=[gla, gla, gla, attention]`` have no attention layer."""
+    if n_layers < len(plans):
+        used = ", ".join(mixer_label(plan) for plan in plans[:n_layers])
+        warnings.warn(
+            f"model.mixers: a stack of {n_layers} layers uses the first {n_layers} of its "
+            f"{len(plans)} entries: {used} (model.n_layers sets the depth)",
+            stacklevel=2,
+        )
+    return [plans[index % len(plans)] for index in range(n_layers)]
 
 
 def _label(entry: str | dict) -> str:
