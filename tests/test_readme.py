@@ -120,3 +120,10 @@ def test_the_route_names_the_causal_only_encodings_as_the_configs_do():
     causal_only = {pe for pe in yaml_choices("pe") if not pe_supports(pe, "encoder")}
     sentence = re.search(r"\n([^\n]*\n[^\n]*) serve causal models only", MODELS)[1]
     assert set(re.findall(r"`(\w+)`", sentence)) == causal_only
+
+
+@pytest.mark.parametrize(
+    "mixer", sorted(p.stem for p in (CONFIG_DIR / "model" / "mixer").glob("*.yaml"))
+)
+def test_the_route_names_every_sequence_mixer(mixer):
+    assert f"`{mixer}`" in MODELS
