@@ -25,7 +25,11 @@ weights of that step), its divergence (a non-finite loss stops that member with 
 message, in its directory; the others go on). The schedule's form (warmup, cosine, horizon) is
 shared; each member's learning rate follows it from its own ``optim.lr``.
 
-Not bit-exact, within 1e-5: a member's losses equal its solo run's to float32 rounding, because
+On a CPU the members' gradients are taken one after another inside each pack step
+(``lengen.pack.engine.LOOPED``, ``StackedModels._looped``): vmap's batched products are slower
+there than the members' own, and a member's losses are then its solo run's exactly.
+
+Vmapped (a GPU's path), not bit-exact, within 1e-5: a member's losses equal its solo run's to float32 rounding, because
 batched matrix products (and, for a decoder, a padded sequence length) sum in another order
 than the solo run's; its evaluation is exact (run on the member's own model, as eval.py does).
 

@@ -200,6 +200,12 @@ def stack_batches(batches: list[dict], causal: bool, device: torch.device):
     return inputs, targets, torch.tensor(scored, dtype=torch.float32, device=device)
 
 
+#: device types whose packs train their members one after another in the pack's step
+#: (``StackedModels._looped``) rather than in one vmapped call: a CPU, where a step is arithmetic
+#: and vmap's batched products run slower than the members' own (docs/benchmarks.md, "CPU pack");
+#: a GPU keeps vmap, where one call for all members is what fills the device
+LOOPED = {"cpu": True}
+
 #: what one more vmapped call costs, in padded member-lengths (``length_groups``): on a CPU,
 #: where a step's time is its arithmetic, about one member at the pack's mean length (a call's
 #: dispatch work); on a GPU, where a small model's step is launch-bound, more calls never pay
@@ -268,6 +274,7 @@ class PackRun:
         self.clip = (trainer.get("gradient_clip_val"), trainer.get("gradient_clip_algorithm"))
         self.bf16 = str(trainer.get("precision", "32-true")) == "bf16-mixed"
         self.group_cost = GROUP_COST.get(device.type, math.inf)
+        self.looped = LOOPED.get(device.type, False)
         self.timer = PackTimer()
         self.outcomes: dict[int, dict] = {}
         self.started = time.monotonic()
@@ -283,7 +290,9 @@ class PackRun:
             return self.outcomes
         lrs = [float(m.cfg.optim.lr) for m in active]  # optim.lr may differ (PACKABLE_KEYS)
         models = [m.model for m in active]
-        stacked = StackedModels(models, self.optim, lrs, self.max_steps, self.device)
+        stacked = StackedModels(
+            models, self.optim, lrs, self.max_steps, self.device, looped=self.looped
+        )
         if step > 0:
             states = [m.state["optimizer_states"][0] for m in active]
             stacked.load_states(states, [m.state["lr_schedulers"][0] for m in active])
@@ -304,7 +313,11 @@ class PackRun:
         batches = [member.data.train_batch(step) for member in active]
         results = torch.zeros(4, len(active), device=self.device)  # mean, sum, correct, tokens
         lengths = [batch["targets"].shape[1] for batch in batches]
-        for group in length_groups(lengths, self.group_cost if causal else math.inf):
+        if self.looped:  # one member a call, at its own length: nothing padded
+            groups = [[i] for i in range(len(active))]
+        else:
+            groups = length_groups(lengths, self.group_cost if causal else math.inf)
+        for group in groups:
             inputs, targets, tokens = stack_batches(
                 [batches[i] for i in group], causal, self.device
             )

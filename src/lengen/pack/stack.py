@@ -45,9 +45,12 @@ class StackedModels:
         max_steps: the learning-rate schedule's horizon (``trainer.max_steps``).
     """
 
-    def __init__(self, models: list, optim, lrs: list[float], max_steps: int, device):
+    def __init__(
+        self, models: list, optim, lrs: list[float], max_steps: int, device, looped: bool = False
+    ):
         self.template = models[0]
         self.optim, self.lrs, self.max_steps, self.device = optim, list(lrs), max_steps, device
+        self.looped = looped  # members' gradients one after another (``gradients``), not vmapped
         named = dict(self.template.named_parameters())
         self.decay = {name: decays(name, p) for name, p in named.items()}
         #: the solo optimiser's parameter order: the decaying ones, then the others
@@ -172,7 +175,12 @@ class StackedModels:
         ``.grad``) -> their (mean losses, summed losses, correct tokens), each (m,), on the device.
 
         ``inputs`` {name: (m, B, T)} (grid positions (m, T, A)), ``targets`` (m, B, T),
-        ``tokens`` (m,) each member's scored tokens, at least 1."""
+        ``tokens`` (m,) each member's scored tokens, at least 1.
+
+        ``looped``: each member's forward and backward in turn, by plain autograd through the
+        template (``_looped``), instead of one vmapped call."""
+        if self.looped:
+            return self._looped(inputs, targets, tokens, members)
         params, buffers, index = self.params, self.buffers, None
         if members is not None and list(members) != list(range(self.size)):
             index = torch.tensor(members, device=self.device)
@@ -188,6 +196,36 @@ class StackedModels:
                 buffer.copy_(grads[name])
             else:
                 buffer.index_copy_(0, index, grads[name])
+        return mean, summed, correct
+
+    def _looped(self, inputs: dict, targets: Tensor, tokens: Tensor, members=None):
+        """``gradients`` member after member: the solo run's forward and backward (the same
+        kernels on the same shapes, so the same sums), on leaves that alias the member's slices
+        of the stacks. On a CPU this is faster than ``vmap``: its batched matrix products and
+        per-operator batching cost more than the members' own products on 2 cores
+        (docs/benchmarks.md, "CPU pack")."""
+        members = range(self.size) if members is None else members
+        found = []
+        for row, member in enumerate(members):
+            # detach(): a leaf sharing the slice's memory, so autograd stops at the member's own
+            # parameters; the update still goes to the stacks through the optimiser's views
+            params = {n: p[member].detach().requires_grad_(True) for n, p in self.params.items()}
+            buffers = {name: b[member] for name, b in self.buffers.items()}
+            mean, stats = self._member_loss(
+                params,
+                buffers,
+                {name: tensor[row] for name, tensor in inputs.items()},
+                targets[row],
+                tokens[row],
+            )
+            grads = torch.autograd.grad(mean, list(params.values()), allow_unused=True)
+            for name, grad in zip(params, grads, strict=True):
+                if grad is None:  # a parameter this batch does not reach: grad's zero
+                    self.grads[name][member].zero_()
+                else:
+                    self.grads[name][member].copy_(grad)
+            found.append(stats)
+        mean, summed, correct = (torch.stack(column) for column in zip(*found, strict=True))
         return mean, summed, correct
 
     def discard(self, members: list[int]) -> None:
