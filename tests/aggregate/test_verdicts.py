@@ -158,3 +158,16 @@ def test_language_modelling_rows_leave_n_reached_empty(tmp_path):
     write_outputs(aggregate(tmp_path, metric="ppl"))
     with open(tmp_path / "summary.ppl.csv") as handle:
         assert {row["n_reached"] for row in csv.DictReader(handle)} == {""}
+
+
+def test_a_tags_verdict_follows_its_runs_training_criterion(tmp_path):
+    """results.<tag>.json carries no criterion (eval.py writes none): the run's results.json
+    decides, so a re-evaluated run that missed its criterion still counts as not reached."""
+    for pe in ("rope", "alibi"):
+        for seed in range(3):
+            for name, extra in (("results.json", {"criterion": criterion(False)}),
+                                ("results.sparse.json", {})):  # fmt: skip
+                write_run(tmp_path, f"{pe}{seed}", pe=pe, seed=seed, accuracy={4: 0.99, 8: 0.3},
+                          results_file=name, extra=extra)  # fmt: skip
+    verdict = only_verdict(aggregate(tmp_path, tag="sparse"))
+    assert [arm["n_reached"] for arm in verdict["arms"]] == [0, 0]

@@ -16,10 +16,12 @@ An arm learned when at least K of every N of its seeds reached it (``--test-rule
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import defaultdict
 
 from lengen.aggregate.load import RunRecord
+from lengen.results import load_results, results_name
 
 #: the classes, as summary.csv's ``comparison`` and docs/reproductions.md's verdicts name them
 A_TEST, NOT_A_TEST = "a test", "not a test"
@@ -41,11 +43,22 @@ def parse_test_rule(text: str) -> tuple[int, int]:
     return int(reached), int(of)
 
 
+def training_criterion(run: RunRecord) -> dict:
+    """The criterion of ``run``'s training: its results' ``criterion``; a re-evaluation
+    (``--tag``: results.<tag>.json, which eval.py writes without one) reads its run's own
+    results.json, as the not-learned flag does ({} where there is none)."""
+    if "criterion" in (run.results or {}):
+        return run.criterion
+    with contextlib.suppress(OSError, ValueError):
+        return load_results(run.path / results_name()).get("criterion") or {}
+    return {}
+
+
 def run_reached(run: RunRecord) -> bool | None:
-    """Whether ``run`` reached the in-distribution criterion: its results.json's
+    """Whether ``run`` reached the in-distribution criterion: its training's
     ``criterion.reached`` where it was trained to one, else whether it learned (aggregation's
     flag); None where neither can be known (no criterion, no accuracy: language modelling)."""
-    criterion = run.criterion
+    criterion = training_criterion(run)
     if criterion.get("target") is not None:
         return bool(criterion.get("reached"))
     return run.learned
