@@ -229,7 +229,8 @@ def loss_by_position_figure(report: dict, bins: int = 40):
             fontsize=9,
         )
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        # below the axes: inside, it covered the long lengths' last bins (lower right)
+        fig.legend(loc="outside lower center", ncols=4, frameon=False, fontsize=8)
     return fig
 
 

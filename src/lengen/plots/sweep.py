@@ -368,8 +368,11 @@ def plot_extension(rows: list[dict], out_dir: str | Path, formats=("png", "pdf")
         name += f"_{protocol}" if several_protocols else ""
         pe = next(iter({str(row["pe"]) for row in members})) if len(bases) == 1 else ""
         title = f"{task} · {model} · {protocol}" + (f" · {pe}" if pe else "")
-        fig = plot_metric_vs_length(lines, title=title, names=labels, style=_method_style,
-                                    what="length-extension method")  # fmt: skip
+        methods = {row["method"] for row in members}
+        # one method for all (eval.py's sliding32 on every PE): colour by PE, not all one colour
+        style, what = (None, f"PE; {next(iter(methods))}") if len(methods) == 1 else (
+            _method_style, "length-extension method")  # fmt: skip
+        fig = plot_metric_vs_length(lines, title=title, names=labels, style=style, what=what)
         paths += save_figure(fig, Path(out_dir) / safe_name(name), formats)
     return paths
 
