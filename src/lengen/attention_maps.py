@@ -109,6 +109,38 @@ def record_attention(model: torch.nn.Module, inputs: dict) -> list[Tensor]:
     return recorded
 
 
+def map_refusal(model: torch.nn.Module, inputs: dict, length: int, samples: int) -> str | None:
+    """Why maps of ``samples`` instances at ``length`` (plot.py's ``--length``, ``--samples``)
+    cannot be formed, naming the option to change and its largest allowed value; None when
+    they can. ``inputs``: one instance's batch at that length."""
+    from lengen.evaluation.attention import MAX_OWN_WEIGHTS
+    from lengen.pe.base import PositionalEncoding
+
+    tokens = max(t.shape[1] for name, t in inputs.items() if name != "positions")
+    if tokens > MAX_MAP_LENGTH:
+        return (
+            f"--length {length}: its sequences hold {tokens:,} tokens, and attention maps are "
+            f"formed explicitly, up to {MAX_MAP_LENGTH:,} tokens; allowed: a shorter --length"
+        )
+    own = [m for m in model.modules() if isinstance(m, PositionalEncoding) and m.has_attention]
+    if not own:
+        return None
+    per_instance = own[0].n_heads * tokens * tokens  # (H, T, T) weights of one instance
+    if samples * per_instance <= MAX_OWN_WEIGHTS:
+        return None
+    most = MAX_OWN_WEIGHTS // per_instance
+    key, value, allowed = (
+        ("--samples", samples, f"--samples {most} or fewer")
+        if most >= 1
+        else ("--length", length, "a shorter --length")
+    )
+    return (
+        f"{key} {value}: {type(own[0]).__name__} computes attention itself, so its weights are "
+        f"formed from one-hot values, up to {MAX_OWN_WEIGHTS:,} per call; {samples} instance(s)"
+        f" × {own[0].n_heads} heads × {tokens}² tokens here; allowed: {allowed}"
+    )
+
+
 def mean_attention_distance(weights: Tensor) -> Tensor:
     """weights (B, H, Tq, Tk), queries the last Tq of the Tk keys -> (H,) mean |i − j|."""
     q_len, k_len = weights.shape[-2:]
@@ -157,6 +189,11 @@ def analyse_run(
     data, model = run.data, run.model
     if not isinstance(data, TaskData):
         raise ConfigError(f"run={run_dir}: attention maps are available for tasks only")
+    # one instance tells the size of every call, before the asked-for many are drawn (G12: a
+    # refusal after 29 s, naming the length for --samples 100000)
+    probe = next(iter(data.eval_batches(length, 1, 1)))
+    if (refusal := map_refusal(model, probe["inputs"], length, samples)) is not None:
+        raise ConfigError(refusal)
     batch = next(iter(data.eval_batches(length, samples, samples)))
     recorded = record_attention(model, batch["inputs"])
     names = layer_names(model)
