@@ -41,6 +41,7 @@ from lengen.errors import (
 )
 from lengen.preflight import check_launch, remove_refused_run
 from lengen.rundir import RunDirectory
+from lengen.rundir.sweep_stop import mark_stopped, stopped_by
 
 #: errors that are the user's to fix, printed as one line, and their exit statuses
 EXIT_STATUS = {
@@ -63,12 +64,15 @@ def train_main(cfg: DictConfig) -> str:
 
     hydra = HydraConfig.get()
     sweeping = hydra.mode == RunMode.MULTIRUN
+    cluster = "submitit" in hydra.launcher._target_
     try:  # train.py's precheck asked already; a command that bypassed it is asked here
-        check_launch(cfg, sweeping, cluster="submitit" in hydra.launcher._target_)
+        check_launch(cfg, sweeping, cluster=cluster)
     except ConfigError as error:
         # Lightning starts the other ranks by re-running the command line: the whole sweep
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+    if sweeping and not cluster and (signum := stopped_by(hydra.sweep.dir)):
+        return f"not started: the sweep was stopped by {signal.Signals(signum).name}"
     if (members := pack_members(hydra)) is not None:  # one job, several runs (docs/scaling.md)
         return train_pack_main(cfg, hydra, members)
     directory = RunDirectory(hydra.runtime.output_dir)
@@ -78,12 +82,10 @@ def train_main(cfg: DictConfig) -> str:
         return "finished earlier" if done_before else "trained"
     except Preempted as error:  # a signal asked us to stop: stop the sweep too
         directory.record_failure(error)
-        print(str(error), file=sys.stderr)
-        sys.exit(128 + error.signum)
+        return stopped_by_signal(hydra, sweeping and not cluster, error.signum, str(error))
     except KeyboardInterrupt as error:  # Ctrl-C outside training: recorded, not lost
         directory.record_failure(error)
-        print("interrupted by SIGINT (Ctrl-C) outside training; nothing saved", file=sys.stderr)
-        sys.exit(128 + signal.SIGINT)
+        return stopped_by_signal(hydra, sweeping and not cluster, signal.SIGINT, OUTSIDE_TRAINING)
     except Exception as error:  # noqa: BLE001 - every failure is recorded, then reported
         if not isinstance(error, ConfigError):  # a refusal leaves the directory as it was
             directory.record_failure(error)
@@ -102,6 +104,23 @@ def train_main(cfg: DictConfig) -> str:
         RunDirectory.release_all()
 
 
+#: a Ctrl-C outside training, as a run reports it
+OUTSIDE_TRAINING = "interrupted by SIGINT (Ctrl-C) outside training; nothing saved"
+
+
+def stopped_by_signal(hydra: DictConfig, local_sweep: bool, signum: int, line: str) -> str:
+    """A signal stopped the job's run (its checkpoint saved where training had begun): the
+    line, then exit 128 + the signal; in a local sweep the sweep is marked stopped and the
+    job returns ``interrupted: …`` for its record instead (``lengen.rundir.sweep_stop``): an
+    exit in one of joblib's workers tore the others down before their checkpoints, and the
+    report was never printed."""
+    print(line, file=sys.stderr)
+    if not local_sweep:
+        sys.exit(128 + signum)
+    mark_stopped(hydra.sweep.dir, signum)
+    return f"interrupted: {line}"
+
+
 def train_pack_main(cfg: DictConfig, hydra: DictConfig, members: list[dict]) -> list[str]:
     """A pack's job in a ``-m`` sweep (``hydra.sweeper.pack``): its members' configs and run
     directories (``lengen.sweep_packs``), trained together by ``lengen.pack.train_pack`` ->
@@ -114,6 +133,7 @@ def train_pack_main(cfg: DictConfig, hydra: DictConfig, members: list[dict]) -> 
 
     paths = member_dirs(hydra, members)
     directories = [RunDirectory(path) for path in paths]
+    local_sweep = "submitit" not in hydra.launcher._target_
     done_before = [directory.results.is_file() for directory in directories]
     try:
         configs = member_configs(cfg, members)
@@ -129,13 +149,12 @@ def train_pack_main(cfg: DictConfig, hydra: DictConfig, members: list[dict]) -> 
     except Preempted as error:  # a signal asked us to stop: stop the sweep too
         for directory in directories:
             directory.record_failure(error)
-        print(str(error), file=sys.stderr)
-        sys.exit(128 + error.signum)
+        return [stopped_by_signal(hydra, local_sweep, error.signum, str(error))] * len(members)
     except KeyboardInterrupt as error:
         for directory in directories:
             directory.record_failure(error)
-        print("interrupted by SIGINT (Ctrl-C) outside training; nothing saved", file=sys.stderr)
-        sys.exit(128 + signal.SIGINT)
+        said = stopped_by_signal(hydra, local_sweep, signal.SIGINT, OUTSIDE_TRAINING)
+        return [said] * len(members)
     except Exception as error:  # noqa: BLE001 - every failure is recorded, then reported
         if not isinstance(error, ConfigError):  # a refusal leaves the directories as they were
             for directory in directories:
@@ -166,8 +185,9 @@ class SweepReport(Callback):
     #: the sweep's plan, beside the records (``hydra_plugins.lengen_sweeper`` writes it)
     PLAN = "sweep.json"
     #: a run that did not finish: refused (nothing written), interrupted (a checkpoint kept,
-    #: not continued), failed (failed.json, or no word at all)
-    UNFINISHED = ("refused", "interrupted", "failed")
+    #: not continued), failed (failed.json, or no word at all), not started (a signal had
+    #: stopped the sweep: ``lengen.rundir.sweep_stop``)
+    UNFINISHED = ("refused", "interrupted", "failed", "not started")
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         import shutil
@@ -217,6 +237,7 @@ class SweepReport(Callback):
         member (``outcome``: one for all, or a list with each member's). A record carries the
         job's overrides, which name it where jobs share a folder."""
         import json
+        import os
 
         from hydra.types import RunMode
 
@@ -243,8 +264,8 @@ class SweepReport(Callback):
                 record["launcher"] = True
             if members is not None:  # its wall time is the pack's, shared by its members
                 record["pack"] = len(members)
-            if said is None:  # the job starts
-                record["started"] = time.time()
+            if said is None:  # the job starts; a signal to the sweep is sent on to its pid
+                record["started"], record["pid"] = time.time(), os.getpid()
             else:  # the job ends: its wall time, for the sweep's time left
                 started = cls._read(path).get("started")
                 if isinstance(started, int | float):
@@ -422,11 +443,18 @@ class SweepReport(Callback):
             print(f"error: no job of the sweep reported back ({sweep_dir / self.RECORDS})",
                   file=sys.stderr)  # fmt: skip
             sys.exit(1)
-        if not bad:
-            return
-        lines = [f"{len(bad)} of {len(outcomes)} runs refused or failed (did not finish):"]
-        lines += [
-            f"  {name}: {kind}: {(detail or '?').splitlines()[0]}" for name, kind, detail in bad
-        ]
-        print("\n".join(lines), file=sys.stderr)
-        sys.exit(1)
+        if bad:
+            lines = [f"{len(bad)} of {len(outcomes)} runs refused or failed (did not finish):"]
+            lines += [
+                f"  {name}: {kind}: {(detail or '?').splitlines()[0]}" for name, kind, detail in bad
+            ]
+            print("\n".join(lines), file=sys.stderr)
+        if signum := stopped_by(sweep_dir):  # the runs it stopped kept their checkpoints
+            print(
+                f"sweep: stopped by {signal.Signals(signum).name}; continue it with the same "
+                f"command and resume=auto",
+                file=sys.stderr,
+            )
+            sys.exit(128 + signum)
+        if bad:
+            sys.exit(1)

@@ -27,6 +27,7 @@ nothing of lengen's at module level: Hydra imports every plugin at every start.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ class LengenSweeper(BasicSweeper):
         """The basic sweeper's sweep over the jobs that are not skipped, plan first."""
         from lengen.cli import SweepReport
         from lengen.preflight import checked_jobs, skip_invalid
+        from lengen.rundir.sweep_stop import ForwardSignals, stopped_by
         from lengen.sweep_estimate import total_line
         from lengen.sweep_packs import pack_size, plan_line, plan_packs
 
@@ -88,15 +90,18 @@ class LengenSweeper(BasicSweeper):
         print("\n".join(lines), flush=True)
         returns = []
         initial_job_idx = 0
-        while not self.is_done():
-            batch = self.get_job_batch()
-            if not checked_jobs(batch):  # composed by the pre-check already: not again
-                self.validate_batch_is_legal(batch)
-            results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
-            for result in results:
-                _ = result.return_value  # a job's exception stops the sweep, as Hydra's does
-            initial_job_idx += len(batch)
-            returns.append(results)
+        # jobs in joblib's workers: a signal to this process is sent on to them (sweep_stop)
+        elsewhere = "joblib" in str(self.config.hydra.launcher.get("_target_", "")).lower()
+        with ForwardSignals(sweep_dir) if elsewhere and workers > 1 else contextlib.nullcontext():
+            while not self.is_done() and not stopped_by(sweep_dir):
+                batch = self.get_job_batch()
+                if not checked_jobs(batch):  # composed by the pre-check already: not again
+                    self.validate_batch_is_legal(batch)
+                results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+                for result in results:
+                    _ = result.return_value  # a job's exception stops the sweep, as Hydra's
+                initial_job_idx += len(batch)
+                returns.append(results)
         return returns
 
     def _estimates(self, jobs, sizes: list[int]) -> list | None:

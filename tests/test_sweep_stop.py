@@ -1,0 +1,153 @@
+"""A signal to a local sweep's own process stops the sweep: its running jobs (joblib's workers
+too) save their checkpoints, no job starts after it, and the report says so and exits 128 +
+the signal (issue #51 item 2: SN21, SN21b; SW2 for the sequential sweep). The workers trained to
+the end and the sweep exited 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import ROOT
+from test_cluster import report
+
+
+@pytest.fixture
+def listener():
+    """A process that prints 'got <signal>' for each SIGTERM it receives."""
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda n, f: print(f'got {n}', flush=True))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+    yield child
+    child.kill()
+    child.wait()
+
+
+def started(sweep_dir, number: int, pid: int) -> None:
+    """Job ``number``'s start record (no outcome yet), with its process id."""
+    records = sweep_dir / ".jobs"
+    records.mkdir(parents=True, exist_ok=True)
+    entry = {"run_dir": str(sweep_dir / f"r{number}"), "outcome": None, "pid": pid}
+    (records / f"{number}.json").write_text(json.dumps(entry))
+
+
+def test_a_signal_to_the_sweep_process_is_sent_on_to_its_running_jobs(tmp_path, listener):
+    from lengen.rundir.sweep_stop import ForwardSignals, stopped_by
+
+    started(tmp_path, 0, listener.pid)
+    with ForwardSignals(tmp_path):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)  # the handler runs in this (the main) thread
+    assert listener.stdout.readline().strip() == f"got {signal.SIGTERM}"
+    assert stopped_by(tmp_path) == signal.SIGTERM
+
+
+def test_a_job_that_starts_after_the_signal_gets_it_too(tmp_path, listener):
+    from lengen.rundir.sweep_stop import ForwardSignals
+
+    with ForwardSignals(tmp_path, every_s=0.1):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)
+        started(tmp_path, 0, listener.pid)  # a worker that had not started its job yet
+        time.sleep(0.5)
+    assert listener.stdout.readline().strip() == f"got {signal.SIGTERM}"
+
+
+def test_the_report_of_a_stopped_sweep_lists_its_runs_and_exits_128_plus_the_signal(tmp_path):
+    from lengen.rundir.sweep_stop import mark_stopped
+
+    records = tmp_path / ".jobs"
+    records.mkdir()
+    (tmp_path / "a" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "a" / "checkpoints" / "last.ckpt").write_text("x")
+    said = ["interrupted: interrupted by SIGTERM at step 3", "not started: the sweep was stopped"]
+    for number, (folder, outcome) in enumerate(zip("ab", said, strict=True)):
+        entry = {"run_dir": str(tmp_path / folder), "outcome": outcome}
+        (records / f"{number}.json").write_text(json.dumps(entry))
+    mark_stopped(tmp_path, signal.SIGTERM)
+    status, out, err = report(tmp_path)
+    assert status == 143 and "sweep: 2 runs (1 interrupted, 1 not started)" in out
+    assert err.strip().endswith(
+        "sweep: stopped by SIGTERM; continue it with the same command and resume=auto"
+    )
+
+
+def sweep(sweep_dir, *arguments: str) -> subprocess.Popen:
+    command = [
+        sys.executable, str(ROOT / "train.py"), "-m", "debug=fast", "eval.lengths=[8]",
+        "trainer.max_steps=5000", "trainer.checkpoint_every_n_steps=50", "seed=0,1",
+        *arguments, f"hydra.sweep.dir={sweep_dir}",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its workers too can be killed, should the test fail
+    )
+
+
+def kill_all(process: subprocess.Popen) -> None:
+    """The sweep's process and its workers, where they are still running."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def wait_for_pids(sweep_dir, count: int, process: subprocess.Popen) -> None:
+    """Until ``count`` jobs have written their start record (their pid)."""
+    from lengen.rundir.sweep_stop import running_jobs
+
+    deadline = time.monotonic() + 120
+    while len(running_jobs(sweep_dir)) < count:
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+
+
+def test_sigterm_to_a_parallel_local_sweep_stops_its_workers_with_checkpoints(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    process = sweep(sweep_dir, "hydra/launcher=local", "hydra.launcher.n_jobs=2")
+    try:
+        wait_for_pids(sweep_dir, 2, process)  # both workers in their jobs
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    finally:
+        kill_all(process)
+    assert process.returncode == 143, err[-2000:]
+    assert "sweep: 2 runs (2 interrupted)" in out
+    runs = [p for p in sweep_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert len(runs) == 2
+    for run in runs:  # each stopped at a step boundary with its checkpoint, no results
+        assert (run / "checkpoints" / "last.ckpt").is_file() and not (run / "results.json").exists()
+
+
+def test_sigterm_to_a_sequential_sweep_reports_and_starts_no_more_runs(tmp_path):
+    # SW2: the sweep exited 143 with the run's own line only, no report
+    sweep_dir = tmp_path / "sweep"
+    process = sweep(sweep_dir)
+    try:
+        wait_for_pids(sweep_dir, 0, process)
+        while not list(sweep_dir.glob("*/checkpoints/last.ckpt")):  # the first run trains
+            assert process.poll() is None
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    finally:
+        kill_all(process)
+    assert process.returncode == 143, err[-2000:]
+    assert "sweep: 2 runs (1 interrupted, 1 not started)" in out
+    assert "continue it with the same command and resume=auto" in err
