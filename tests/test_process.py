@@ -61,3 +61,48 @@ def test_a_log_record_is_in_train_log_once(closed_run):
     _, _, run_dir = closed_run
     assert (run_dir / "train.log").read_text().count("`Trainer.fit` stopped") == 1
 
+
+PROBE = (
+    "import sys\n"
+    "from lengen.process import outlive_closed_output\n"
+    "outlive_closed_output()\n"
+    "print(type(sys.stdout).__name__, file=sys.stderr)"
+)
+
+
+def _stdout_kind(stdout) -> str:
+    """A process started as a parallel sweep's worker is (its sweep's stdout closed) ->
+    the class standing in for its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        env={**os.environ, "LENGEN_CLOSED_OUTPUT": "stdout"},
+    )
+    return done.stderr.strip()
+
+
+def test_a_sweep_worker_heir_to_a_closed_stdout_writes_to_its_train_log():
+    assert _stdout_kind(subprocess.DEVNULL) == "_ToRunLog"
+
+
+def test_a_child_with_a_stdout_of_its_own_keeps_it():
+    assert _stdout_kind(subprocess.PIPE) == "_OutlivesItsReader"
+
+
+def test_closed_descriptors_are_held_for_children_too(tmp_path):
+    """Descriptors 0-2, closed at start, point at /dev/null and are inheritable: a sweep's
+    joblib workers (exec'd) crashed with sys.stderr None otherwise."""
+    answer = tmp_path / "inheritable"
+    code = (
+        "import os\n"
+        "from lengen.process import outlive_closed_output\n"
+        "outlive_closed_output()\n"
+        f"open({str(answer)!r}, 'w').write(str([os.get_inheritable(fd) for fd in (0, 1, 2)]))"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code], preexec_fn=_closing((0, 1, 2)), timeout=60, check=True
+    )
+    assert answer.read_text() == "[True, True, True]"

@@ -228,8 +228,16 @@ def _hold_closed_descriptors() -> None:
         except OSError:
             null = os.open(os.devnull, os.O_RDWR)
             if null != fd:  # the lowest free number: fd itself unless a lower one is closed
-                os.dup2(null, fd)
+                os.dup2(null, fd)  # (inheritable, as dup2 makes it)
                 os.close(null)
+            else:  # os.open's descriptors close on exec: children must inherit 0, 1 and 2
+                os.set_inheritable(fd, True)
+
+
+#: the streams closed when the command's first process started ("stdout,stderr"): the worker
+#: processes of a parallel sweep (joblib) inherit /dev/null in their place, and read this to
+#: write to their job's train.log too (``outlive_closed_output``, called at each job's start)
+CLOSED_OUTPUT = "LENGEN_CLOSED_OUTPUT"
 
 
 def outlive_closed_output() -> None:
@@ -238,9 +246,27 @@ def outlive_closed_output() -> None:
     _hold_closed_descriptors()
     if sys.stdin is None:  # libraries ask stdin whether it is a terminal
         sys.stdin = open(os.devnull)  # noqa: SIM115 - the process's stdin, open until exit
+    inherited = os.environ.get(CLOSED_OUTPUT, "").split(",")
+    closed = []
     for name, fd in (("stdout", 1), ("stderr", 2)):
         stream = getattr(sys, name)
-        if stream is None:
+        if isinstance(stream, _ToRunLog):
+            closed.append(name)
+        elif stream is None or (name in inherited and _is_null(fd)):
             setattr(sys, name, _ToRunLog(fd))
-        elif not isinstance(stream, (_OutlivesItsReader, _ToRunLog)):
+            closed.append(name)
+        elif not isinstance(stream, _OutlivesItsReader):
             setattr(sys, name, _OutlivesItsReader(stream))
+    if closed:
+        os.environ[CLOSED_OUTPUT] = ",".join(closed)
+    else:  # a process with streams of its own (a test's train.py, its output piped) is not one
+        os.environ.pop(CLOSED_OUTPUT, None)
+
+
+def _is_null(fd: int) -> bool:
+    """Whether ``fd`` is /dev/null (what a closed stream's heir inherits)."""
+    try:
+        found, null = os.fstat(fd), os.stat(os.devnull)
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) == (null.st_dev, null.st_ino)
