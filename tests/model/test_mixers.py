@@ -119,6 +119,21 @@ def test_a_sequence_split_in_two_calls_carries_its_state(variant):
     assert_close((torch.cat([first, second], dim=2), last), (whole, final))
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_chunked_forms_backward_is_the_numerical_gradient(variant):
+    # the masked exponentials and the triangular solve differentiate as their values do
+    terms = random_terms(variant, length=5)
+    inputs = [t.detach().requires_grad_() if t is not None else None for t in terms]
+    given = [t for t in inputs if t is not None]
+
+    def outputs(*values):
+        it = iter(values)
+        filled = [next(it) if t is not None else None for t in inputs]
+        return chunked_form(*filled[:5], filled[5], chunk_size=2)
+
+    assert torch.autograd.gradcheck(outputs, given)
+
+
 def test_negative_eigenvalues_flip_a_stored_association():
     # Grazzi et al.: β = 2 on a unit key reflects the memory along it (eigenvalue 1 − β = −1);
     # with β < 1 no eigenvalue is negative
