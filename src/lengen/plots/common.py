@@ -58,6 +58,9 @@ PE_STYLES = {
     "rnope": (OKABE_ITO["reddish_purple"], "X", "-."),
     "rnope_swa": (OKABE_ITO["bluish_green"], "*", "-."),
     "irope": (OKABE_ITO["sky_blue"], "h", "-."),
+    # apart from what their recipes compare them with (grids_small, addition_positions)
+    "rope_mixed": (OKABE_ITO["orange"], "X", "--"),
+    "abacus": (OKABE_ITO["sky_blue"], "P", "--"),
 }
 _MARKERS = "osD^vPX*h<>p"
 #: the saved width of every figure but the grids of many panels (docs/analysis.md, *Figure

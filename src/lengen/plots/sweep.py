@@ -328,9 +328,9 @@ def plot_extrapolation_heatmap(rows: list[dict], names: dict | None = None):
         ax.set_xticks(range(len(columns)), columns, fontsize=size)
         ax.set_yticks(range(len(row_labels)), row_labels, fontsize=size)
         title = f"mean {metric_label(metric)} beyond the training length"
-        if unlearned:
-            title += "\n† no run learned the task in distribution"
-        ax.set_title(title)
+        notes = ["† no run learned the task in distribution"] if unlearned else []
+        notes += ["– not run"] if np.isnan(grid).any() else []  # a configuration not in a column
+        ax.set_title(title + ("\n" + "; ".join(notes) if notes else ""))
         bar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03)
         bar.set_label(metric_label(metric))
     return fig
