@@ -185,7 +185,12 @@ def analyse_run(
 
     run_dir = Path(run_dir)
     out_dir = Path(out_dir) if out_dir is not None else run_dir
-    run = load_run(run_dir)
+    from lengen.checkpoints import NonFiniteCheckpoint
+
+    try:
+        run = load_run(run_dir)
+    except NonFiniteCheckpoint as error:  # blank maps of NaN weights said nothing (CK01b)
+        raise ConfigError(f"run={run_dir}: {error.problem}") from None
     data, model = run.data, run.model
     if not isinstance(data, TaskData):
         raise ConfigError(f"run={run_dir}: attention maps are available for tasks only")

@@ -45,8 +45,11 @@ def load_checkpoint(path: str | Path, key: str) -> dict:
 
 
 def load_weights(model, checkpoint: dict, key: str) -> None:
-    """Load a Lightning checkpoint's model weights; a shape mismatch is a user error."""
+    """Load a Lightning checkpoint's model weights; a shape mismatch, or weights that are not
+    finite, is a user error."""
     state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items()}
+    if (problem := non_finite_weights(state)) is not None:
+        raise NonFiniteCheckpoint(key, problem)
     try:
         model.load_state_dict(state)
     except RuntimeError as error:
@@ -55,6 +58,33 @@ def load_weights(model, checkpoint: dict, key: str) -> None:
         raise ConfigError(
             f"{key}: the checkpoint holds a different model than this config builds: {detail}"
         ) from None
+
+
+class NonFiniteCheckpoint(ConfigError):
+    """A checkpoint whose weights are not finite; ``problem`` says so without the key, for a
+    caller that names the run itself (eval.py's ``run=``, whose ``key`` is its overrides)."""
+
+    def __init__(self, key: str, problem: str):
+        super().__init__(f"{key}: {problem}")
+        self.problem = problem
+
+
+def non_finite_weights(state: dict) -> str | None:
+    """Why a state dict's weights measure nothing (NaN or inf in a floating tensor: a diverged
+    or damaged checkpoint), or None. eval.py on all-NaN weights wrote rows of nan loss and 0.0
+    accuracy, exit 0, and plot.py drew blank maps, with no word of the cause (CK01, CK01b)."""
+    bad = [
+        name
+        for name, tensor in state.items()
+        if torch.is_tensor(tensor) and tensor.is_floating_point() and not tensor.isfinite().all()
+    ]
+    if not bad:
+        return None
+    return (
+        f"the checkpoint's weights hold NaN or inf ({len(bad)} of {len(state)} tensors, the "
+        f"first {bad[0]}): a diverged or damaged checkpoint, which nothing can be measured "
+        f"with; allowed: a run whose checkpoint is finite"
+    )
 
 
 # -- resuming ---------------------------------------------------------------------------------

@@ -253,11 +253,15 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
     check_components(cfg)  # the encoding's and data's checks of the overrides, without torch
     check_checkpoint(run_dir)
     from lengen.api import rebuild_run
+    from lengen.checkpoints import NonFiniteCheckpoint
     from lengen.progress import progress_mode
     from lengen.rundir import RunDirectory
     from lengen.train import evaluate_and_write
 
-    run = rebuild_run(run_dir, cfg, weights_key=f"overrides {overrides}")
+    try:
+        run = rebuild_run(run_dir, cfg, weights_key=f"overrides {overrides}")
+    except NonFiniteCheckpoint as error:  # the run's, whatever the overrides (CK01)
+        raise ConfigError(f"run={run_dir}: {error.problem}") from None
     import torch
 
     tag = reserve_tag(run_dir, tag)
