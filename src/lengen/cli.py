@@ -7,8 +7,8 @@ the single run's directory again if Hydra made it for this command
 (``preflight.remove_refused_run``). A run that fails later writes ``failed.json`` (the error,
 and for crashes the traceback) into its run directory, unless that directory already holds
 finished results. In a ``-m`` sweep a failure does not stop the other runs; ``SweepReport``
-counts what every run did from the run directories when the sweep ends and makes the sweep's
-exit status non-zero if any run did not finish. Along the way each job says "run k of N" and,
+counts what every run did from its job's own record when the sweep ends (checked against its
+run directory) and makes the sweep's exit status non-zero if any run did not finish. Along the way each job says "run k of N" and,
 once a run has finished, the sweep's time left (``SweepReport.progress_line``, from the plan
 lengen's sweeper writes); combinations skipped with ``hydra.sweeper.skip_invalid=true`` are
 listed apart, never counted as runs, and never make the exit status non-zero. A pack's job
@@ -17,8 +17,10 @@ record and line above is per run, a pack's members each counted from their own d
 
 Exit statuses: 2 bad input, 3 training diverged, 4 a checkpoint could not be written (the
 previous one is kept), 5 evaluation out of memory, 128 + the signal's number when a signal
-stopped training with a checkpoint (143 for SIGTERM, 138 for SIGUSR1; a sweep stops too), 130
-for Ctrl-C before the run starts (nothing written).
+stopped training with a checkpoint (143 for SIGTERM, 138 for SIGUSR1; a local sweep stops too:
+``lengen.rundir.sweep_stop``) or the start-up of a run's processes (``lengen.train.
+watch_start_up``, which exits 2 when they do not all start in time), 130 for Ctrl-C before the
+run starts (nothing written).
 """
 
 from __future__ import annotations
@@ -171,15 +173,17 @@ def train_pack_main(cfg: DictConfig, hydra: DictConfig, members: list[dict]) -> 
 
 
 class SweepReport(Callback):
-    """Hydra callback: at the end of a sweep, count what its runs did from their run
-    directories, say where they are and what to run next, and list the runs that did not
-    finish (exit status 1).
+    """Hydra callback: at the end of a sweep, count what its runs did from their jobs' records,
+    say where they are and what to run next, and list the runs that did not finish (exit
+    status 1; 128 + the signal where a signal stopped the sweep).
 
     Jobs may run in other processes (joblib's workers, SLURM jobs), where this object's copy
     sees the job and the sweep's own does not: each job leaves a record per run under
-    ``<sweep dir>/.jobs/`` (its run directory, and how it ended where it ended in Python; a
-    pack's job one per member), and the count reads those records and the run directories
-    (``lengen.rundir.run_state``): results.json decides "finished", whatever a job returned."""
+    ``<sweep dir>/.jobs/`` (its run directory, its overrides, and how it ended where it ended
+    in Python; a pack's job one per member). A job's own word that it did not finish counts,
+    whatever its directory holds; a run counts finished only where its directory holds
+    results.json (``lengen.rundir.run_state``); a job with no word is counted from its
+    directory (``outcome``)."""
 
     RECORDS = ".jobs"
     #: the sweep's plan, beside the records (``hydra_plugins.lengen_sweeper`` writes it)
