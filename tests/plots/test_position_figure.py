@@ -65,3 +65,11 @@ def test_training_marker_is_black_on_a_white_edge(figure):
     assert matplotlib.colors.to_hex(line.get_color()) == "#000000"
     (stroke,) = line.get_path_effects()
     assert matplotlib.colors.to_hex(stroke._gc["foreground"]) == "#ffffff"
+
+
+def test_a_figure_with_every_cell_scored_names_no_missing_colour():
+    by_length = {"4": {"accuracy": [0.9], "scored": 8, "bin_width": 1},
+                 "8": {"accuracy": [0.5], "scored": 8, "bin_width": 1}}  # fmt: skip
+    fig = position_figure({"train_len": 4, "protocols": {"teacher_forced": by_length}})
+    assert not fig.legends  # one answer token (indirect indexing): nothing missing, no marker
+    pyplot().close(fig)

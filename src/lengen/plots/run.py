@@ -286,28 +286,23 @@ def position_figure(section: dict):
     train_len = section["train_len"]
     protocols = section["protocols"]
     cmap = plt.get_cmap("viridis").with_extremes(bad=MISSING_COLOUR)
-    handles = [
-        Patch(
-            facecolor=MISSING_COLOUR,
-            label="no score (not scored at that length, or past its answer)",
-        )
-    ]
+    missing, marker = False, None  # what the legend names, where drawn
     with plt.rc_context(PAPER_RC):
         fig, axes = plt.subplots(len(protocols), 1, squeeze=False, layout="constrained",
                                  figsize=(FIGURE_WIDTH, (0.3 * max(map(len, protocols.values())) + 1.4)
                                           * len(protocols) + 0.4))  # fmt: skip
         for ax, (protocol, by_length) in zip(axes[:, 0], protocols.items(), strict=True):
             lengths, positions, grid = position_grid(by_length)
+            missing = missing or bool(np.isnan(grid).any())
             image = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap=cmap,
                               aspect="auto", interpolation="nearest")  # fmt: skip
             trained = [len(by_length[str(n)]["accuracy"]) * by_length[str(n)]["bin_width"]
                        for n in lengths if n <= train_len]  # fmt: skip
             boundary = int(np.searchsorted(positions, max(trained))) if trained else 0
             if 0 < boundary < len(positions):
-                line = ax.axvline(boundary - 0.5, color="black", linestyle="--", linewidth=1.3,
-                                  label=f"longest answer in training ({max(trained)} tokens)")  # fmt: skip
-                line.set_path_effects([patheffects.withStroke(linewidth=3.5, foreground="white")])
-                handles = handles[:1] + [line]
+                marker = ax.axvline(boundary - 0.5, color="black", linestyle="--", linewidth=1.3,
+                                    label=f"longest answer in training ({max(trained)} tokens)")  # fmt: skip
+                marker.set_path_effects([patheffects.withStroke(linewidth=3.5, foreground="white")])
             # round true positions as ticks, placed at their columns
             ticks = MaxNLocator(nbins=8, integer=True).tick_values(positions[0], positions[-1])
             columns = sorted({int(np.searchsorted(positions, t)) for t in ticks
@@ -321,8 +316,12 @@ def position_figure(section: dict):
             ax.set_ylabel("evaluation length")
             ax.set_title(f"accuracy by answer position · {protocol.replace('_', '-')}")
             fig.colorbar(image, ax=ax, label="accuracy")
-        fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False,
-                   fontsize=8)  # fmt: skip
+        label = "no score (not scored at that length, or past its answer)"
+        handles = [Patch(facecolor=MISSING_COLOUR, label=label)] if missing else []
+        handles += [marker] if marker is not None else []
+        if handles:
+            fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False,
+                       fontsize=8)  # fmt: skip
     return fig
 
 
