@@ -403,24 +403,22 @@ def test_a_runs_label_names_its_mixers(overrides, model_part):
     assert run_label(compose_train(*overrides), "greedy").split(" · ")[1] == model_part
 
 
-def test_an_encoding_with_no_attention_layer_to_act_in_is_warned():
-    from lengen.pe.rope import RoPE
+@pytest.mark.parametrize("pe", ["rope", "alibi", "fox"])
+def test_an_encoding_with_no_attention_layer_to_act_in_is_refused_in_one_line(pe):
+    from lengen.build import build
 
-    torch.manual_seed(0)
-    with pytest.warns(UserWarning, match=r"no layer attends, so the encoding \(RoPE\)"):
-        DecoderOnly(pe=functools.partial(RoPE), vocab_size=11, d_model=16, n_heads=2, mixer="gla")
+    with pytest.raises(ConfigError) as refused:
+        build(compose_train(f"pe={pe}", "model.mixer=gla"))
+    message = str(refused.value)
+    assert message.startswith("pe: ") and "no layer attends" in message and "\n" not in message
 
 
-@pytest.mark.parametrize("mixers", [["gla", "attention"], ["gla"]], ids=["hybrid", "nope"])
-def test_an_encoding_that_acts_somewhere_is_not_warned(mixers, recwarn):
-    model(mixers)  # NoPE, or RoPE with an attention layer below
-    from lengen.pe.rope import RoPE
+@pytest.mark.parametrize(
+    "overrides",
+    [("pe=nope", "model.mixer=gla"), ("pe=sinusoidal", "model.mixer=lstm"),
+     ("pe=rope", "model.mixers=[gla,attention]")],
+)  # fmt: skip
+def test_an_encoding_that_acts_somewhere_is_accepted(overrides):
+    from lengen.build import build
 
-    DecoderOnly(
-        pe=functools.partial(RoPE),
-        vocab_size=11,
-        d_model=16,
-        n_heads=2,
-        mixers=["gla", "attention"],
-    )
-    assert [str(w.message) for w in recwarn if "no layer attends" in str(w.message)] == []
+    build(compose_train(*overrides))  # no refusal

@@ -28,7 +28,7 @@ from lengen.model.attention import MultiHeadAttention
 from lengen.model.cache import DecodingCache, LayerCache
 from lengen.model.kernels import choose_kernel
 from lengen.model.mixers.base import RecurrentMixer
-from lengen.model.mixers.build import build_mixer, warn_if_encoding_unused
+from lengen.model.mixers.build import build_mixer, check_encoding_reaches
 from lengen.model.mixers.config.base import MixerPlan, layer_plans
 from lengen.pe.base import PositionalEncoding
 
@@ -134,7 +134,7 @@ class Stack(nn.Module):
             Block(d_model, n_heads, d_ff, dropout, causal, cross_attention, attention, plan)
             for plan in plans
         )
-        warn_if_encoding_unused(self.pe, [block.attends for block in self.blocks])
+        check_encoding_reaches(self.pe, [block.attends for block in self.blocks])
         self.norm = nn.LayerNorm(d_model)
 
     @property

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 from hydra.utils import get_class
 from torch import nn
 
@@ -18,16 +16,18 @@ def build_mixer(plan: MixerPlan, *, d_model, n_heads, dropout, causal, kernel) -
     return cls(**sizes, kernel=kernel, **plan.keywords)
 
 
-def warn_if_encoding_unused(pe: PositionalEncoding, attends: list[bool]) -> None:
-    """Warn when no layer of a stack attends and its encoding acts only in attention (a
-    rotation, a bias, its own attention): recurrent mixers call no hook, so the encoding changes
-    nothing and the model is the same as with pe=nope. Not refused: the config checks cannot see
-    the encoding and the mixers together before torch (docs/models.md)."""
+def check_encoding_reaches(pe: PositionalEncoding, attends: list[bool]) -> None:
+    """Refuse an encoding that acts only in attention (a rotation, a bias, its own attention)
+    in a stack where no layer attends: recurrent mixers call no hook, so it would change
+    nothing (the model is pe=nope's). The same kind of refusal as the stack's for task
+    positions; the typed configs, which refuse before torch, see the mixers and the encoding
+    apart."""
     acts_in_attention = pe.reads_positions or pe.has_attention
     if any(attends) or not acts_in_attention or type(pe).embed is not PositionalEncoding.embed:
         return
-    warnings.warn(
-        f"model.mixer: no layer attends, so the encoding ({type(pe).__name__}) changes nothing: "
-        f"recurrent mixers read no positions (pe=nope is the same model; docs/models.md)",
-        stacklevel=3,
+    raise ValueError(
+        f"pe: {type(pe).__name__} acts in attention layers only and no layer attends "
+        f"(model.mixer / model.mixers: every layer recurrent), so it would change nothing; "
+        f"allowed: pe=nope, an encoding added to the embeddings (sinusoidal, learned), or an "
+        f"attention layer in model.mixers"
     )
