@@ -64,8 +64,8 @@ def test_a_log_record_is_in_train_log_once(closed_run):
 
 PROBE = (
     "import sys\n"
-    "from lengen.process import outlive_closed_output\n"
-    "outlive_closed_output()\n"
+    "from lengen.process import inherit_closed_output\n"
+    "inherit_closed_output()\n"
     "print(type(sys.stdout).__name__, file=sys.stderr)"
 )
 
@@ -89,7 +89,7 @@ def test_a_sweep_worker_heir_to_a_closed_stdout_writes_to_its_train_log():
 
 
 def test_a_child_with_a_stdout_of_its_own_keeps_it():
-    assert _stdout_kind(subprocess.PIPE) == "_OutlivesItsReader"
+    assert _stdout_kind(subprocess.PIPE) == "TextIOWrapper"
 
 
 def test_closed_descriptors_are_held_for_children_too(tmp_path):

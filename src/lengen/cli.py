@@ -210,14 +210,14 @@ class SweepReport(Callback):
     def on_job_start(self, config: DictConfig, **kwargs) -> None:
         import threading
 
-        from lengen.process import install_preemption_handlers, outlive_closed_output
+        from lengen.process import inherit_closed_output, install_preemption_handlers
 
         # a job in another process never ran train.py's __main__, which installs these: a
         # signal before training would otherwise kill it unrecorded (only the main thread may);
         # and its output streams were the sweep's, closed perhaps (then: the job's train.log)
         if threading.current_thread() is threading.main_thread():
             install_preemption_handlers()
-            outlive_closed_output()
+            inherit_closed_output()
         self.record(config.hydra, None)
         if (line := self.progress_line(config.hydra)) is not None:
             print(line, flush=True)

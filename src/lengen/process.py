@@ -236,7 +236,7 @@ def _hold_closed_descriptors() -> None:
 
 #: the streams closed when the command's first process started ("stdout,stderr"): the worker
 #: processes of a parallel sweep (joblib) inherit /dev/null in their place, and read this to
-#: write to their job's train.log too (``outlive_closed_output``, called at each job's start)
+#: write to their job's train.log too (``inherit_closed_output``, called at each job's start)
 CLOSED_OUTPUT = "LENGEN_CLOSED_OUTPUT"
 
 
@@ -246,14 +246,14 @@ def outlive_closed_output() -> None:
     _hold_closed_descriptors()
     if sys.stdin is None:  # libraries ask stdin whether it is a terminal
         sys.stdin = open(os.devnull)  # noqa: SIM115 - the process's stdin, open until exit
-    inherited = os.environ.get(CLOSED_OUTPUT, "").split(",")
+    inherit_closed_output()
     closed = []
     for name, fd in (("stdout", 1), ("stderr", 2)):
         stream = getattr(sys, name)
+        if stream is None:
+            stream = _ToRunLog(fd)
+            setattr(sys, name, stream)
         if isinstance(stream, _ToRunLog):
-            closed.append(name)
-        elif stream is None or (name in inherited and _is_null(fd)):
-            setattr(sys, name, _ToRunLog(fd))
             closed.append(name)
         elif not isinstance(stream, _OutlivesItsReader):
             setattr(sys, name, _OutlivesItsReader(stream))
@@ -261,6 +261,16 @@ def outlive_closed_output() -> None:
         os.environ[CLOSED_OUTPUT] = ",".join(closed)
     else:  # a process with streams of its own (a test's train.py, its output piped) is not one
         os.environ.pop(CLOSED_OUTPUT, None)
+
+
+def inherit_closed_output() -> None:
+    """In a worker of a sweep whose streams were closed (``CLOSED_OUTPUT``): the /dev/null it
+    inherited in their place becomes a ``_ToRunLog`` too. Anything else is left alone."""
+    inherited = os.environ.get(CLOSED_OUTPUT, "").split(",")
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        stream = getattr(sys, name)
+        if name in inherited and not isinstance(stream, _ToRunLog) and _is_null(fd):
+            setattr(sys, name, _ToRunLog(fd))
 
 
 def _is_null(fd: int) -> bool:
