@@ -99,3 +99,44 @@ def test_a_tokenizer_path_that_holds_no_tokenizer_is_refused_naming_the_key(tmp_
     )
     with pytest.raises(ConfigError, match=rf"^data\.tokenizer={corpus}: not a tokenizer\.json"):
         preflight.validate(cfg)
+
+
+# -- the previous trial's rough messages ----------------------------------------------------
+def test_several_values_outside_a_sweep_are_one_line_naming_the_ways(tmp_path):
+    # Q02: Hydra's 5-line "Ambiguous value", exit 1
+    with pytest.raises(ConfigError) as refused:
+        preflight.precheck(["pe=rope,alibi", f"hydra.run.dir={tmp_path}/r"])
+    assert str(refused.value).startswith(
+        "pe=rope,alibi: several values outside a sweep; allowed: -m pe=rope,alibi"
+    )
+
+
+def test_a_long_value_is_shown_cut_with_its_length():
+    # R11: a 100 KB value echoed whole made a 100 KB line
+    with pytest.raises(ConfigError) as refused:
+        preflight.validate(compose_train("model.attention=" + "a" * 100000))
+    message = str(refused.value)
+    assert len(message) < 200 and message.endswith("… (100,002 characters)")
+
+
+def test_greedy_decoding_of_text_is_refused(tmp_path):
+    # T09: eval.decoding=greedy was ignored for text without a word
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("".join(f"the cat sat on mat {i}\n" for i in range(200)))
+    cfg = compose_train(
+        "data=text", f"data.files.train={corpus}", "data.len=16", "data.tokenizer=char",
+        "eval.decoding=greedy",
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"^eval\.decoding=greedy: text is scored by perplexity"):
+        preflight.validate(cfg)
+
+
+def test_a_fifo_given_as_the_corpus_is_named_as_such(tmp_path):
+    # X05: a FIFO that exists was reported as "no file matches"
+    import os
+
+    fifo = tmp_path / "fifo.txt"
+    os.mkfifo(fifo)
+    cfg = compose_train("data=text", f"data.files.train={fifo}", "data.len=16")
+    with pytest.raises(ConfigError, match=r"^data\.files\.train: '.*fifo\.txt' is not a regular"):
+        preflight.validate(cfg)

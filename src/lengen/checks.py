@@ -15,12 +15,24 @@ from lengen.errors import (  # noqa: F401 - the errors' older address, still imp
     TrainingDiverged,
 )
 
+#: the longest value a message repeats whole: a refusal is one line, and a 100 KB value
+#: echoed made a 100 KB line (R11)
+SHOWN_CHARACTERS = 80
+
+
+def shown(value) -> str:
+    """``repr(value)`` for a message, cut to ``SHOWN_CHARACTERS`` with its length said."""
+    text = repr(value)
+    if len(text) <= SHOWN_CHARACTERS:
+        return text
+    return f"{text[: SHOWN_CHARACTERS - 1]}… ({len(text):,} characters)"
+
 
 def positive_int(key: str, value, minimum: int = 1) -> int:
     """Return value if it is an integer >= minimum (bools rejected), else raise ValueError."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise ValueError(f"{key} must be {kind}, got {value!r}")
+        raise ValueError(f"{key} must be {kind}, got {shown(value)}")
     return value
 
 

@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from lengen.checks import positive_int
+from lengen.checks import SHOWN_CHARACTERS, positive_int, shown
 
 #: a rule checks ``value`` for ``key`` and returns it (converted, e.g. int -> float), or raises
 #: ValueError whose message starts with the key
@@ -61,6 +61,24 @@ def finite(key: str, value, *, infinite: bool = False):
     return value
 
 
+class Shown:
+    """A value in a message's ``{value!r}`` / ``{value}`` (``number``'s ``message``), shown
+    cut as ``shown`` cuts it."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return shown(self.value)
+
+    def __str__(self) -> str:
+        text = str(self.value)
+        return text if len(text) <= SHOWN_CHARACTERS else shown(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
 # -- rules ---------------------------------------------------------------------------------
 def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -71,7 +89,7 @@ def flag() -> Rule:
 
     def rule(key: str, value):
         if not isinstance(value, bool):
-            raise ValueError(f"{key} must be true or false, got {value!r}")
+            raise ValueError(f"{key} must be true or false, got {shown(value)}")
         return value
 
     return rule
@@ -84,7 +102,9 @@ def one_of(*allowed, nullable: bool = False) -> Rule:
         if value is None and nullable:
             return None
         if value not in allowed:
-            raise ValueError(f"{key} must be one of {', '.join(map(str, allowed))}; got {value!r}")
+            raise ValueError(
+                f"{key} must be one of {', '.join(map(str, allowed))}; got {shown(value)}"
+            )
         return value
 
     return rule
@@ -138,7 +158,7 @@ def number(
         if not ok:
             wanted = "a number " + " and ".join(text for text, _, _ in bounds)
             text = message or f"must be {wanted.strip()}, got {{value!r}}"
-            raise ValueError(f"{key} {text.format(value=value)}")
+            raise ValueError(f"{key} {text.format(value=Shown(value))}")
         return float(value)
 
     return rule
@@ -160,7 +180,7 @@ def interval(
             ok = value < high if open_high else value <= high
         if not ok:
             raise ValueError(
-                f"{key} must be a number in {left}{low}, {upper}{right}, got {value!r}"
+                f"{key} must be a number in {left}{low}, {upper}{right}, got {shown(value)}"
             )
         return float(value)
 
@@ -172,7 +192,7 @@ def spelled_one_of(*allowed: str) -> Rule:
 
     def rule(key: str, value):
         if str(value) not in allowed:
-            raise ValueError(f"{key} must be one of {', '.join(allowed)}; got {value!r}")
+            raise ValueError(f"{key} must be one of {', '.join(allowed)}; got {shown(value)}")
         return value
 
     return rule

@@ -64,6 +64,14 @@ def expand_files(key: str, spec) -> list[Path]:
     for entry in _as_list(spec):
         pattern = os.path.expanduser(entry)
         matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if not glob.has_magic(pattern) and os.path.exists(pattern) and not Path(pattern).is_file():
+            # a FIFO or device was reported as "no file matches" (X05): it is there, but the
+            # corpus is read twice (its hash, then its rows), which only a regular file allows
+            kind = "a folder" if Path(pattern).is_dir() else "not a regular file (a FIFO or device)"
+            raise ValueError(
+                f"{key}: {entry!r} is {kind}; allowed: a path, a glob or a list of regular text "
+                f"(.txt), JSON lines (.json, .jsonl) or parquet files"
+            )
         matches = [m for m in matches if Path(m).is_file()]
         if not matches:
             # a fresh clone has no ../shared/data: the line says where the recipes' data
@@ -394,6 +402,14 @@ def check_text_eval(cfg) -> None:
     from lengen.config import eval_lengths
 
     settings = cfg.eval
+    if settings.get("decoding", "teacher_forced") != "teacher_forced":
+        # language modelling is scored by perplexity under eval.protocol; a decoding protocol
+        # was ignored without a word, the rows saying nonoverlap (T09)
+        raise ValueError(
+            f"eval.decoding={settings.decoding}: text is scored by perplexity (eval.protocol="
+            f"{settings.get('protocol')}), not by decoding answers; allowed: "
+            f"eval.decoding=teacher_forced with data=text"
+        )
     lengths = eval_lengths(cfg)
     if settings.stride is not None and settings.stride > min(lengths):
         raise ValueError(

@@ -40,6 +40,7 @@ from lengen.preflight.command import (
     check_group_overrides,
     check_new_top_level_keys,
     check_override_keys,
+    check_sweep_values,
     group_choices,
     parse_command_line,
     parse_overrides,
@@ -143,6 +144,7 @@ def precheck(arguments: Sequence[str]) -> int | None:
         return None
     if (refusal := cache_refusal()) is not None:
         raise ConfigError(refusal)
+    check_sweep_values(command.overrides, command.sweeping)
     check_group_overrides(command.overrides, command.config_dirs)
     check_new_top_level_keys(command.overrides, command.config_dirs, command.config_name)
     values = {

@@ -126,6 +126,22 @@ def parse_overrides(overrides: Sequence[str]) -> list:
         ) from None
 
 
+def check_sweep_values(overrides: Sequence[str], sweeping: bool) -> None:
+    """Several values (``pe=rope,alibi``) outside a -m sweep: Hydra's main answers them with a
+    5-line "Ambiguous value" and exit 1, after the pre-check (Q02); refused here, one line."""
+    if sweeping:
+        return
+    kept = [a for a in overrides if not a.startswith("-") and "=" in a]
+    for override in parse_overrides(kept):
+        if override.is_sweep_override():
+            line = override.input_line
+            key, _, value = line.partition("=")
+            raise ConfigError(
+                f"{line}: several values outside a sweep; allowed: -m {line} (one run each), "
+                f"{key}=[{value}] (a list), or {key}='{value}' (one string)"
+            )
+
+
 def check_override_keys(
     arguments: Sequence[str],
     config_dirs: Path | Sequence[Path] | None = None,
