@@ -17,6 +17,7 @@ from lengen.plots.common import (
     figure_stem,
     floats,
     length_axis,
+    marker_line,
     pyplot,
     save_figure,
 )
@@ -53,10 +54,10 @@ def attention_maps_figure(recorded, names, length, train_len, train_tokens=None)
                     axis.set_major_locator(MaxNLocator(nbins=3, integer=True))
                 ax.tick_params(labelsize=7)
                 if seen is not None and 0 < seen < k_len:  # keys beyond those seen in training
-                    ax.axvline(seen - 0.5, color="white", linestyle="--", linewidth=0.8)
+                    marker_line(ax, x=seen - 0.5, linewidth=0.8)
                     query_row = seen - 0.5 - (k_len - q_len)  # queries: the last q_len keys
                     if 0 < query_row < q_len:
-                        ax.axhline(query_row, color="white", linestyle="--", linewidth=0.8)
+                        marker_line(ax, y=query_row, linewidth=0.8)
             axes[layer][0].set_ylabel("query index")
         for head in range(n_heads):
             axes[-1][head].set_xlabel("key index")
@@ -248,6 +249,7 @@ def grid_attention_maps_figure(recorded, names, positions, length, train_len):
     tokens; ``positions`` (T, 2): each token's cell, −1 for readout slots (their keys carry no
     cell and are left out of the maps; the title gives their largest mass)."""
     import numpy as np
+    from matplotlib import patheffects
     from matplotlib.colors import PowerNorm
     from matplotlib.patches import Rectangle
     from matplotlib.ticker import MaxNLocator
@@ -275,12 +277,14 @@ def grid_attention_maps_figure(recorded, names, positions, length, train_len):
                 grid[tuple(positions[cells].T)] = keys[cells]
                 slot_mass.append(float(keys.sum() - keys[cells].sum()))
                 image = ax.imshow(grid, cmap="viridis", norm=norm, interpolation="nearest")
+                edge = [patheffects.withStroke(linewidth=3.0, foreground="white")]  # any colour
                 if (positions[token] >= 0).all():
-                    ax.plot(positions[token][1], positions[token][0], marker="+", color="white",
-                            markersize=7, markeredgewidth=1.2)  # fmt: skip
+                    ax.plot(positions[token][1], positions[token][0], marker="+", color="black",
+                            markersize=7, markeredgewidth=1.2, path_effects=edge)  # fmt: skip
                 if 0 < train_len < max(extent):
                     ax.add_patch(Rectangle((-0.5, -0.5), train_len, train_len, fill=False,
-                                           edgecolor="white", linestyle="--", linewidth=0.8))  # fmt: skip
+                                           edgecolor="black", linestyle="--", linewidth=0.8,
+                                           path_effects=edge))  # fmt: skip
                 for axis in (ax.xaxis, ax.yaxis):
                     axis.set_major_locator(MaxNLocator(nbins=4, integer=True))
                 ax.tick_params(labelsize=7)

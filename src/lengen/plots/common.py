@@ -97,6 +97,19 @@ def pe_style(name: str) -> tuple[str, str, str]:
     return colours[digest % len(colours)], _MARKERS[digest % len(_MARKERS)], ":"
 
 
+def marker_line(ax, x: float | None = None, y: float | None = None, **kw):
+    """A dashed marker line on a heatmap, black on a white edge so it shows on every colour of
+    any colour map (white alone vanished on viridis' yellow): vertical at ``x`` or horizontal
+    at ``y`` -> the Line2D (``kw``: ``label``, ``linewidth``)."""
+    from matplotlib import patheffects
+
+    width = kw.pop("linewidth", 1.3)
+    draw = ax.axvline if x is not None else ax.axhline
+    line = draw(x if x is not None else y, color="black", linestyle="--", linewidth=width, **kw)
+    line.set_path_effects([patheffects.withStroke(linewidth=width + 2.2, foreground="white")])
+    return line
+
+
 def pyplot():
     import logging
 

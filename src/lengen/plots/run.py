@@ -18,6 +18,7 @@ from lengen.plots.common import (
     figure_stem,
     floats,
     length_axis,
+    marker_line,
     metric_label,
     plain_log_axis,
     plain_number,
@@ -278,7 +279,6 @@ def position_figure(section: dict):
     (``MISSING_COLOUR``, named in the legend); a dashed line, black on a white edge so it shows
     on every colour, after the longest answer of a training length; the legend below."""
     import numpy as np
-    from matplotlib import patheffects
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
 
@@ -300,9 +300,8 @@ def position_figure(section: dict):
                        for n in lengths if n <= train_len]  # fmt: skip
             boundary = int(np.searchsorted(positions, max(trained))) if trained else 0
             if 0 < boundary < len(positions):
-                marker = ax.axvline(boundary - 0.5, color="black", linestyle="--", linewidth=1.3,
-                                    label=f"longest answer in training ({max(trained)} tokens)")  # fmt: skip
-                marker.set_path_effects([patheffects.withStroke(linewidth=3.5, foreground="white")])
+                label = f"longest answer in training ({max(trained)} tokens)"
+                marker = marker_line(ax, x=boundary - 0.5, label=label)
             # round true positions as ticks, placed at their columns
             ticks = MaxNLocator(nbins=8, integer=True).tick_values(positions[0], positions[-1])
             columns = sorted({int(np.searchsorted(positions, t)) for t in ticks
