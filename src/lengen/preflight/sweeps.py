@@ -167,11 +167,13 @@ def check_sweep_subdirs(command: Command) -> bool:
             values = [o for o in parse_overrides(job) if _plain_value(o, command.config_dirs)]
             key = tuple(o for o in job if o not in {v.input_line for v in values})
             if key not in composed:
-                composed[key] = compose(
-                    command.config_name,
-                    overrides=[*hydra_overrides, *key],
-                    return_hydra_config=True,
-                )
+                trial = [*hydra_overrides, *key]
+                try:  # (with the hydra node: a hydra.* override is applied here first)
+                    composed[key] = compose(
+                        command.config_name, overrides=trial, return_hydra_config=True
+                    )
+                except Exception as error:  # noqa: BLE001 - reworded below
+                    raise _override_error(error, trial, command.config_name) from None
             raw = str(OmegaConf.to_container(composed[key].hydra.sweep, resolve=False)["subdir"])
             if raw == default:
                 return False
