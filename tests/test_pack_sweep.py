@@ -282,3 +282,25 @@ def test_log_records_during_a_pack_reach_every_members_train_log(tmp_path):
     logging.getLogger("lengen.test").warning("after the pack: nobody's")
     logs = [(folder / "train.log").read_text() for folder in folders]
     assert all("a line for every member" in log and "nobody's" not in log for log in logs)
+
+
+def test_a_members_train_log_keeps_out_routine_lines_as_a_solo_runs(tmp_path, monkeypatch):
+    import logging
+
+    from lengen.logs import VERBOSE_VARIABLE
+    from lengen.pack.engine import member_logs
+
+    monkeypatch.delenv(VERBOSE_VARIABLE, raising=False)
+    folder = tmp_path / "a"
+    folder.mkdir()
+    lightning = logging.getLogger("pytorch_lightning.utilities.rank_zero")
+    level = lightning.level
+    lightning.setLevel(logging.INFO)
+    try:
+        with member_logs([folder]):
+            lightning.info("GPU available: False, used: False")
+            logging.getLogger("lengen.test").warning("a line of lengen's own")
+    finally:
+        lightning.setLevel(level)
+    log = (folder / "train.log").read_text()
+    assert "a line of lengen's own" in log and "GPU available" not in log

@@ -84,6 +84,8 @@ def member_logs(paths: Sequence[Path]):
     handler already writes the pack job's folder (the first member's); that file is left to it."""
     import logging
 
+    from lengen.logs import RoutineFilter
+
     root = logging.getLogger()
     taken = {
         Path(handler.baseFilename).resolve()
@@ -99,6 +101,7 @@ def member_logs(paths: Sequence[Path]):
         handler.setFormatter(
             logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
         )
+        handler.addFilter(RoutineFilter())  # as Hydra's train.log handler (configs/hydra)
         root.addHandler(handler)
         handlers.append(handler)
     try:
