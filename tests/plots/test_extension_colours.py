@@ -39,3 +39,18 @@ def test_one_method_for_every_pe_is_coloured_by_pe(drawn):
     colours = drawn(rows)
     assert colours["alibi · sliding32"] == pe_style("alibi")[0].lower()
     assert colours["rope · sliding32"] == pe_style("rope")[0].lower()
+
+
+def test_several_pes_and_methods_are_coloured_by_pe(drawn):
+    rows = [extension_row(pe, method, n) for pe in ("alibi", "rope")
+            for method in ("none", "dense") for n in (128, 256)]  # fmt: skip
+    colours = drawn(rows)
+    assert colours["rope · none"] == colours["rope · dense"] == pe_style("rope")[0].lower()
+    assert colours["alibi · dense"] == pe_style("alibi")[0].lower()
+
+
+def test_a_method_without_its_own_colour_is_never_black():
+    # black is the run's own evaluation (method none)
+    for method in ("dense", "sparse", "tag1", "tag2", "long", "short", "x", "y"):
+        colour, _, _ = sweep._method_style({"method": method, "pe": "rope"})
+        assert matplotlib.colors.to_hex(colour) != "#000000", method

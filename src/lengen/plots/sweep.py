@@ -368,10 +368,13 @@ def plot_extension(rows: list[dict], out_dir: str | Path, formats=("png", "pdf")
         name += f"_{protocol}" if several_protocols else ""
         pe = next(iter({str(row["pe"]) for row in members})) if len(bases) == 1 else ""
         title = f"{task} · {model} · {protocol}" + (f" · {pe}" if pe else "")
-        methods = {row["method"] for row in members}
-        # one method for all (eval.py's sliding32 on every PE): colour by PE, not all one colour
-        style, what = (None, f"PE; {next(iter(methods))}") if len(methods) == 1 else (
-            _method_style, "length-extension method")  # fmt: skip
+        methods = sorted({row["method"] for row in members}, key=lambda m: (m != "none", m))
+        if len(methods) == 1:  # eval.py's sliding32 on every PE: colour by PE, not all one
+            style, what = None, f"PE; {methods[0]}"
+        elif len(bases) > 1:  # several PEs × methods: colour and marker by PE, line by method
+            style, what = _pe_method_style(methods), "PE · method (line style)"
+        else:
+            style, what = _method_style, "length-extension method"
         fig = plot_metric_vs_length(lines, title=title, names=labels, style=style, what=what)
         paths += save_figure(fig, Path(out_dir) / safe_name(name), formats)
     return paths
@@ -385,6 +388,22 @@ def _method_style(row: dict) -> tuple[str, str, str]:
     colour, marker, _ = pe_style(str(row["pe"]))
     if method in METHOD_COLOURS:
         colour = OKABE_ITO[METHOD_COLOURS[method]]
-    else:
-        colour = pe_style(f"method:{method}")[0]
+    else:  # a colour from the name, never black: that is the run's own (``none``)
+        others = [c for c in OKABE_ITO.values() if c != OKABE_ITO["black"]]
+        colour = others[list(OKABE_ITO.values()).index(pe_style(f"method:{method}")[0]) % 6]
     return colour, marker, "-" if row["method"] == "none" else "--"
+
+
+#: line styles of the methods in a figure of several PEs, ``none`` (the run's own) solid
+_METHOD_LINES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 1)))
+
+
+def _pe_method_style(methods: list[str]):
+    """row -> (colour, marker, line style): the PE's colour and marker, a line style per method
+    (in ``methods``' order, solid first), so 5 PEs × 3 methods read apart."""
+
+    def style(row: dict) -> tuple[str, str, str]:
+        colour, marker, _ = pe_style(str(row["pe"]))
+        return colour, marker, _METHOD_LINES[methods.index(row["method"]) % len(_METHOD_LINES)]
+
+    return style
