@@ -22,9 +22,15 @@ from lengen.model.config import model_config
 from lengen.pe.config import EncodingContext, config_of
 from lengen.schema import node_options
 
-#: bytes per parameter while training: the fp32 weight, its gradient and Adam's two moments
-TRAINING_BYTES = 16
-#: bytes per float of an activation or a parameter in evaluation
+#: bytes per parameter while training: the fp32 weight, its gradient, Adam's two moments (16)
+#: and the transient copies around them (the initialiser's draw, a dense gradient's
+#: temporary, the foreach update's intermediates): at the peak of build + one AdamW step, a
+#: learned table of 2e6 × 128 and a T5 table of 2e7 × 4 took 23 bytes per entry, 29 as the
+#: first step of a process, a 25M-parameter model 18 (tests/test_preflight_sizes.py)
+TRAINING_BYTES = 32
+#: bytes per parameter in evaluation: the weight and the initialiser's transient copy
+EVAL_BYTES = 8
+#: bytes per float of an activation
 FLOAT_BYTES = 4
 #: a vocabulary for tasks whose alphabet no option sizes (digits, operators: under 64)
 FIXED_VOCAB = 64
@@ -122,7 +128,7 @@ def model_sizes(cfg: DictConfig, axes: int) -> Sizes | None:
     evaluating = {key: FLOAT_BYTES * count for key, count in evaluation.items()}
     for key, count in parameters.items():
         training[key] = training.get(key, 0) + TRAINING_BYTES * count
-        evaluating[key] = evaluating.get(key, 0) + FLOAT_BYTES * count
+        evaluating[key] = evaluating.get(key, 0) + EVAL_BYTES * count
     return Sizes(training, evaluating, parameters)
 
 
