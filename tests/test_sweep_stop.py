@@ -151,3 +151,19 @@ def test_sigterm_to_a_sequential_sweep_reports_and_starts_no_more_runs(tmp_path)
     assert process.returncode == 143, err[-2000:]
     assert "sweep: 2 runs (1 interrupted, 1 not started)" in out
     assert "continue it with the same command and resume=auto" in err
+
+
+def worker_handlers(_):
+    return signal.getsignal(signal.SIGTERM).__name__, signal.getsignal(signal.SIGINT).__name__
+
+
+def test_joblibs_workers_keep_lengens_handlers_from_their_start():
+    # a SIGTERM to every process of the sweep killed the workers with no job yet (SIG_DFL),
+    # and loky tore the sweep down with a TerminatedWorkerError traceback
+    from joblib import Parallel, delayed
+
+    from lengen.rundir.sweep_stop import workers_keep_signals
+
+    with workers_keep_signals():
+        handlers = Parallel(n_jobs=2)(delayed(worker_handlers)(i) for i in range(2))
+    assert handlers == [("_remember", "_remember")] * 2

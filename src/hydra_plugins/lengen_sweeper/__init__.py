@@ -53,7 +53,7 @@ class LengenSweeper(BasicSweeper):
         """The basic sweeper's sweep over the jobs that are not skipped, plan first."""
         from lengen.cli import SweepReport
         from lengen.preflight import checked_jobs, skip_invalid
-        from lengen.rundir.sweep_stop import ForwardSignals, stopped_by
+        from lengen.rundir.sweep_stop import ForwardSignals, stopped_by, workers_keep_signals
         from lengen.sweep_estimate import total_line
         from lengen.sweep_packs import pack_size, plan_line, plan_packs
 
@@ -90,9 +90,15 @@ class LengenSweeper(BasicSweeper):
         print("\n".join(lines), flush=True)
         returns = []
         initial_job_idx = 0
-        # jobs in joblib's workers: a signal to this process is sent on to them (sweep_stop)
-        elsewhere = "joblib" in str(self.config.hydra.launcher.get("_target_", "")).lower()
-        with ForwardSignals(sweep_dir) if elsewhere and workers > 1 else contextlib.nullcontext():
+        # jobs in joblib's workers: a signal to this process is sent on to them, and the
+        # workers keep lengen's handlers from their start (lengen.rundir.sweep_stop)
+        launcher = self.config.hydra.launcher
+        stopping = contextlib.ExitStack()
+        if "joblib" in str(launcher.get("_target_", "")).lower() and workers > 1:
+            stopping.enter_context(ForwardSignals(sweep_dir))
+            if launcher.get("backend") is None:
+                stopping.enter_context(workers_keep_signals())
+        with stopping:
             while not self.is_done() and not stopped_by(sweep_dir):
                 batch = self.get_job_batch()
                 if not checked_jobs(batch):  # composed by the pre-check already: not again

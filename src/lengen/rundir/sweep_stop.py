@@ -67,6 +67,21 @@ def running_jobs(sweep_dir: str | Path) -> dict[str, int]:
     return running
 
 
+def workers_keep_signals():
+    """A context in which joblib's default (loky) workers install lengen's signal handlers as
+    they start: a worker with no job yet died of a SIGTERM sent to every process of the sweep
+    (a scheduler stopping the job, ``kill -- -<pgid>``), and its death tore down the sweep
+    with loky's ``TerminatedWorkerError`` traceback, the busy workers' runs with it. Only for
+    Hydra's joblib launcher with its default backend (``hydra.launcher.backend`` null)."""
+    import joblib
+
+    from lengen.process import install_preemption_handlers
+
+    return joblib.parallel_config(
+        backend="loky", initializer=install_preemption_handlers, initargs=(signal.SIGINT,)
+    )
+
+
 class ForwardSignals:
     """Around the launching in the sweep's own process, when its jobs run in other processes:
     a stop signal marks the sweep stopped and is sent on to each running job, and, until the
