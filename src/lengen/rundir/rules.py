@@ -90,9 +90,19 @@ def resume_refusal(cfg: DictConfig, run_dir: Path, rank_zero: bool = True) -> st
             f"hydra.run.dir=<the interrupted run's directory>, resume=auto, or resume=false"
         )
     saved_path = run_dir / "config.yaml"
+    if not saved_path.is_file():
+        # a checkpoint comes after config.yaml; resuming without it finished a run that
+        # eval.py and aggregate.py then refused, and nothing checked what it trains (RS06)
+        return (
+            f"resume={mode}: {run_dir} holds a checkpoint but no config.yaml, the record of "
+            f"what the run trains, so the config cannot be checked against it; allowed: put "
+            f"the run's config.yaml back, or a new hydra.run.dir"
+        )
     if saved_path.is_file():
         try:
             saved = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=True)
+            if not isinstance(saved, dict) or not saved:  # an emptied file (RS09)
+                raise ValueError("empty, or no mapping of keys")
         except Exception as error:  # noqa: BLE001 - any parse failure: a damaged record
             first = (
                 str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
