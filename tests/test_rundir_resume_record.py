@@ -31,3 +31,17 @@ def test_an_emptied_config_yaml_is_refused_in_a_short_line(tmp_path):
     refusal = resume_refusal(compose_train(*FAST, "resume=true"), tmp_path)
     assert refusal.startswith(f"resume: {tmp_path / 'config.yaml'} cannot be read (empty")
     assert len(refusal) < 300
+
+
+def test_starting_again_without_a_checkpoint_drops_the_earlier_failure(tmp_path):
+    # S08c: resume=auto on a folder with failed.json and no checkpoint finished beside it
+    from lengen.rundir import LOCK, RunDirectory
+
+    save_config(compose_train(*FAST), tmp_path / "config.yaml")
+    (tmp_path / LOCK).write_text("")
+    (tmp_path / "failed.json").write_text('{"error": "KeyboardInterrupt"}')
+    try:
+        assert RunDirectory(tmp_path).start(compose_train(*FAST, "resume=auto")) is None
+    finally:
+        RunDirectory.release_all()
+    assert not (tmp_path / "failed.json").exists()

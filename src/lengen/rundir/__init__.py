@@ -182,7 +182,8 @@ class RunDirectory:
                 atomic_write(self.path / SLURM_JOB, job + "\n")
         if self.rank_zero and resumed is None:
             save_config(cfg, self.path / "config.yaml")
-        if self.rank_zero and resumed is not None:  # the interruption's record no longer applies
+        if self.rank_zero:  # the earlier attempt's record no longer applies: resumed, or
+            # started again (resume=auto without a checkpoint kept it beside the new results: S08c)
             (self.path / FAILED).unlink(missing_ok=True)
         return resumed
 
