@@ -140,3 +140,12 @@ def test_a_fifo_given_as_the_corpus_is_named_as_such(tmp_path):
     cfg = compose_train("data=text", f"data.files.train={fifo}", "data.len=16")
     with pytest.raises(ConfigError, match=r"^data\.files\.train: '.*fifo\.txt' is not a regular"):
         preflight.validate(cfg)
+
+
+def test_a_corpus_of_blank_lines_is_refused(tmp_path):
+    # X03: 5,000 newlines trained and reported ppl 1.08 with no warning
+    corpus = tmp_path / "newlines.txt"
+    corpus.write_text("\n" * 5000)
+    cfg = compose_train("data=text", f"data.files.train={corpus}", "data.len=16")
+    with pytest.raises(ConfigError, match=r"^data\.files\.train: .*newlines\.txt holds only white"):
+        preflight.validate(cfg)

@@ -119,8 +119,10 @@ def _utf8_problem(path: Path, size: int, mtime_ns: int) -> str | None:
     import codecs
 
     decoder = codecs.getincrementaldecoder("utf-8")()
+    text = False  # a character other than whitespace seen (5,000 newlines trained: X03)
     with open(path, "rb") as handle:
         while block := handle.read(1 << 22):
+            text = text or bool(block.strip())
             if b"\0" in block:
                 return "holds NUL bytes (a binary file?); allowed: UTF-8 text"
             try:
@@ -134,6 +136,8 @@ def _utf8_problem(path: Path, size: int, mtime_ns: int) -> str | None:
         decoder.decode(b"", final=True)
     except UnicodeDecodeError:
         return "ends inside a UTF-8 character; allowed: UTF-8 text"
+    if not text:
+        return "holds only whitespace (blank lines), nothing to model; allowed: files holding text"
     return None
 
 
