@@ -69,7 +69,22 @@ def write_diagnosed_sweep(folder: Path) -> None:
                   extra={"attention_diagnostics": diagnostics_section()})  # fmt: skip
 
 
+def attention_maps(out: Path):
+    """``plot.py attention``'s maps of 2 layers × 4 heads at 32 tokens, and a 4×4 grid's."""
+    import torch
+
+    from lengen.data.layout import grid_coordinates
+    from lengen.plots.attention import plot_attention_maps, plot_grid_attention_maps
+
+    weights = torch.softmax(torch.randn(1, 4, 32, 32), dim=-1)  # (B, H, T, T)
+    paths = plot_attention_maps([weights] * 2, ["0", "1"], 32, 8, out / "maps", train_tokens=17)
+    cells = torch.softmax(torch.randn(1, 4, 16, 16), dim=-1)
+    grid = grid_coordinates((4, 4))  # (16, 2)
+    return paths + plot_grid_attention_maps([cells], ["0"], grid, 4, 2, out / "grid_maps")
+
+
 RUN_FIGURES = {
+    "attention_maps": attention_maps,
     "extrapolation": lambda out: plot_extrapolation(task_results(), out / "extrapolation.png"),
     "loss_by_position": lambda out: plot_loss_by_position(loss_report(), out / "loss.png"),
     "accuracy_by_position": lambda out: plot_position_heatmap(position_section(), out / "pos"),

@@ -40,8 +40,9 @@ def attention_maps_figure(recorded, names, length, train_len, train_tokens=None)
     largest = max(float(weights[0].max()) for weights in recorded)
     norm = PowerNorm(gamma=0.5, vmin=0.0, vmax=largest or 1.0)
     with plt.rc_context(PAPER_RC):
-        fig, axes = plt.subplots(n_layers, n_heads, figsize=(2.0 * n_heads + 0.8,
-                                 2.0 * n_layers + 0.6), squeeze=False, layout="constrained")  # fmt: skip
+        side = max(1.1, min(2.0, (FIGURE_WIDTH - 0.8) / n_heads))  # a page wide up to 4 heads
+        fig, axes = plt.subplots(n_layers, n_heads, figsize=(side * n_heads + 0.8,
+                                 side * n_layers + 0.6), squeeze=False, layout="constrained")  # fmt: skip
         for layer, weights in enumerate(recorded):
             q_len, k_len = weights.shape[-2:]
             seen = train_tokens[layer]
@@ -264,9 +265,10 @@ def grid_attention_maps_figure(recorded, names, positions, length, train_len):
     largest = max(float(np.asarray(w[0], dtype=np.float32)[:, :, cells].max()) for w in recorded)
     norm = PowerNorm(gamma=0.5, vmin=0.0, vmax=largest or 1.0)
     slot_mass = []
+    side = max(1.1, min(1.9, (FIGURE_WIDTH - 1.6) / n_heads))  # a page wide up to 4 heads
     with plt.rc_context(PAPER_RC):
         fig, axes = plt.subplots(len(rows), n_heads, squeeze=False, layout="constrained",
-                                 figsize=(1.9 * n_heads + 1.6, 1.9 * len(rows) + 0.8))  # fmt: skip
+                                 figsize=(side * n_heads + 1.6, side * len(rows) + 0.8))  # fmt: skip
         for row, (layer, (token, label)) in enumerate(rows):
             weights = np.asarray(recorded[layer][0], dtype=np.float32)  # (H, Tq, Tk)
             offset = weights.shape[2] - weights.shape[1]  # queries: the last Tq of the keys
