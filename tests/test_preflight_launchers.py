@@ -92,3 +92,13 @@ def test_a_refused_launch_writes_nothing(tmp_path):
     assert done.stderr.startswith("error: hydra.launcher.n_jobs=0: ")
     assert "Traceback" not in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("launcher", ["slurm", "local"])
+def test_a_launcher_without_a_sweep_is_refused(tmp_path, launcher):
+    # SL05: hydra/launcher=slurm without -m trained on the machine the command ran on
+    with pytest.raises(ConfigError) as refused:
+        preflight.precheck(
+            ["debug=fast", f"hydra/launcher={launcher}", f"hydra.run.dir={tmp_path}/r"]
+        )
+    assert str(refused.value).startswith(f"hydra/launcher={launcher}: a launcher runs the jobs")

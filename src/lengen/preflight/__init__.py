@@ -152,6 +152,9 @@ def precheck(arguments: Sequence[str]) -> int | None:
         for key, _, value in (a.partition("=") for a in command.overrides if "=" in a)
     }
     launcher = values.get("hydra/launcher")
+    from lengen.preflight.launchers import check_launcher_choice
+
+    check_launcher_choice(launcher, command.sweeping)
     cluster = launcher is not None and _submitit(launcher, command.config_dirs)
     skipping = command.sweeping and skip_invalid(values.get(SKIP_INVALID))
     if skipping:  # every job composed and checked; the refused ones left to the sweeper to skip

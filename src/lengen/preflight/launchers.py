@@ -28,6 +28,18 @@ def check_sweep_launch(
         check_sweep_records(sweep_dir)
 
 
+def check_launcher_choice(choice: str | None, sweeping: bool) -> None:
+    """A launcher runs the jobs of a -m sweep; without -m Hydra ignores it and the run trains
+    here, on the machine the command runs on (SL05: ``hydra/launcher=slurm`` trained on the
+    login node)."""
+    if choice is not None and not sweeping:
+        raise ConfigError(
+            f"hydra/launcher={choice}: a launcher runs the jobs of a -m sweep, and without -m "
+            f"the run would train here; allowed: -m … hydra/launcher={choice} (a sweep, of one "
+            f"run or more), or no hydra/launcher"
+        )
+
+
 def hydra_config(overrides: Sequence[str], config_dirs: Sequence[Path], config_name: str):
     """The ``hydra`` node of the sweep's first job, composed as Hydra will (the pre-check's
     other compositions leave it out)."""
