@@ -140,3 +140,46 @@ def test_the_training_estimate_bounds_a_measured_peak_within_a_factor_of_two(sin
         pytest.skip("no exact peak here (/proc/self/clear_refs): lengen.measure")
     peak = measured.as_row()["peak_mem_mb"] * 2**20
     assert peak <= estimate <= 2 * peak
+
+
+def _step(cfg):
+    """Build ``cfg`` and take one training step's forward and backward -> the step's peak
+    memory growth in bytes (its model and batch built before), or None without an exact peak."""
+    import torch
+
+    from lengen.build import build
+    from lengen.evaluation.metrics import loss_sum
+    from lengen.measure import measure
+
+    data, model, _ = build(cfg)
+    batch = data.train_batch(0)
+    with measure("cpu") as measured:
+        loss_sum(model(**batch["inputs"]), batch["targets"]).backward()
+    del data, model, batch
+    torch.set_num_threads(1)
+    if measured.memory_source != "vm_hwm":
+        return None
+    return measured.as_row()["peak_mem_mb"] * 2**20
+
+
+#: one of each attention path: SDPA, a bias block, gates, transforms, contextual positions
+MECHANISMS = ("rope", "nope", "xpos", "alibi", "t5", "kerple", "fire", "sandwich", "dape",
+              "fox", "stick_breaking", "path", "cope")  # fmt: skip
+#: every instance as long as data.len (copy: 2 × 64 + 1 = 129 tokens), 32 of them
+FIXED = ("data.min_len=64", "data.len=64", "data.batch_size=32", "eval.lengths=[64]")
+
+
+@pytest.fixture(scope="module")
+def warmed(single_thread):
+    """A first step taken, so the process's first-use allocations are not measured below."""
+    _step(compose_train(*FIXED))
+
+
+@pytest.mark.parametrize("pe", MECHANISMS)
+def test_the_activation_estimate_bounds_a_measured_step_within_a_factor_of_three(warmed, pe):
+    cfg = compose_train(*FIXED, f"pe={pe}")
+    peak = _step(cfg)
+    if peak is None:
+        pytest.skip("no exact peak here (/proc/self/clear_refs): lengen.measure")
+    estimate = sum(model_sizes(cfg, config_axes(cfg)).training.values())
+    assert peak <= estimate <= 3 * peak

@@ -96,11 +96,12 @@ def model_sizes(cfg: DictConfig, axes: int) -> Sizes | None:
     train_tokens, eval_tokens = train_positions**axes, eval_positions**axes
     batch = int(cfg.data.batch_size)
     d_model, d_ff = model.d_model, model.d_ff
-    # per layer, for backward: ~12·d (norms, q, k, v, attention output, residuals) and 2·d_ff
-    # (the MLP's hidden layer before and after its activation) per token, and the attention
-    # weights (B, H, T, T)
+    # per layer, for backward: ~16·d (norms, q, k, v, attention output, residuals and their
+    # temporaries) and 3·d_ff (the MLP's hidden layer before and after its activation, its
+    # gradient) per token, and the attention weights (B, H, T, T); measured at T = 129, RoPE's
+    # and NoPE's step took 0.75–0.8 of this
     train = {
-        "data.len": batch * layers * (train_tokens * (12 * d_model + 2 * d_ff)
+        "data.len": batch * layers * (train_tokens * (16 * d_model + 3 * d_ff)
                                       + model.n_heads * train_tokens * train_tokens),
     }  # fmt: skip
     # evaluation forms attention in blocks (lengen.model.kernels, relative.py: at most
@@ -122,7 +123,10 @@ def model_sizes(cfg: DictConfig, axes: int) -> Sizes | None:
             parameters[key] = parameters.get(key, 0) + len(options.stacks) * count
         for key, count in encoding.activation_sizes(context, batch, train_tokens).items():
             train[key] = train.get(key, 0) + layers * count
+        blocks = (encoding.attention_copies + 1) * EVAL_ATTENTION_ELEMENTS
         for key, count in encoding.activation_sizes(context, 1, eval_tokens).items():
+            if key == "data.len":  # the attention blocks: formed in blocks at evaluation too
+                key, count = "eval.lengths", min(count, blocks)
             evaluation[key] = evaluation.get(key, 0) + count  # no backward: a layer at a time
     training = {key: FLOAT_BYTES * count for key, count in train.items()}
     evaluating = {key: FLOAT_BYTES * count for key, count in evaluation.items()}

@@ -91,6 +91,10 @@ class EncodingConfig(Config):
     bias_of_distance: ClassVar[bool] = False
     #: adds to the token embeddings (``embed``): once per stack, so no layer of a schedule
     embeds: ClassVar[bool] = False
+    #: (B, H, T, T) blocks a layer keeps for backward beyond the attention weights every layer
+    #: keeps (a logit bias and its copies, gates, transforms): the memory estimate's
+    #: (``activation_sizes``), measured per encoding at T = 129 (docs/scaling.md, "Memory")
+    attention_copies: ClassVar[int] = 0
     #: computes attention itself (the torch class's ``attention`` hook: FoX, stick-breaking,
     #: PaTH), so it has no local mask to apply: ``window`` / ``chunk`` refused (``check_local``)
     computes_attention: ClassVar[bool] = False
@@ -256,8 +260,10 @@ class EncodingConfig(Config):
     def activation_sizes(self, context: EncodingContext, batch: int, tokens: int) -> dict[str, int]:
         """Floats the encoding keeps per layer for ``batch`` sequences of ``tokens`` positions,
         beyond what a layer's attention keeps anyway, by the key that sizes them (an upper
-        bound); none here."""
-        return {}
+        bound): its ``attention_copies`` blocks, which grow with the length (``data.len``).
+        An encoding with its own sized activations adds them to these (``added``)."""
+        blocks = self.attention_copies * batch * context.n_heads * tokens * tokens
+        return {"data.len": blocks} if blocks else {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,6 +272,9 @@ class DistanceBiasConfig(EncodingConfig):
     positions they randomize the distances (Ruoss et al.'s code), their yamls' default."""
 
     bias_of_distance: ClassVar[bool] = True
+    #: the bias block, the biased logits and their gradient (T5, KERPLE, FIRE, Sandwich measured
+    #: 1–3 blocks over RoPE's step)
+    attention_copies: ClassVar[int] = 4
     #: ``distances`` (Ruoss et al.'s code: offsets 1 … T−1 get sorted random distances) or
     #: ``positions`` (distances of random positions; what null means, for run directories
     #: written before the option existed); lengen.pe.base
@@ -296,6 +305,11 @@ def axis_share(dim: int, axes: int, key: str) -> int:
             f"{24 * axes} or {48 * axes} with model.n_heads=4)"
         )
     return dim // axes
+
+
+def added(sizes: dict[str, int], more: dict[str, int]) -> dict[str, int]:
+    """Two size mappings summed key by key (an encoding's own activations on its base's)."""
+    return {key: sizes.get(key, 0) + more.get(key, 0) for key in {**sizes, **more}}
 
 
 # -- an encoding that wraps another (DAPE's pe.bias, Abacus's pe.base) -------------------------

@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from lengen.pe.config.base import EncodingConfig, EncodingContext
+from lengen.pe.config.base import EncodingConfig, EncodingContext, added
 from lengen.schema import integer, option
 
 
 @dataclasses.dataclass(frozen=True)
 class CoPEConfig(EncodingConfig):
+    attention_copies: ClassVar[int] = 20  # gates, their cumulative sums, interpolation (18)
     causal_only: ClassVar[bool] = True
     npos_max: int = option(64, integer(minimum=2))
 
@@ -19,4 +20,5 @@ class CoPEConfig(EncodingConfig):
 
     def activation_sizes(self, context: EncodingContext, batch: int, tokens: int) -> dict[str, int]:
         # q · embeddings (B, H, T, npos_max), its interpolation at the counts, their gradients
-        return {"pe.npos_max": 3 * batch * context.n_heads * tokens * self.npos_max}
+        base = super().activation_sizes(context, batch, tokens)
+        return added(base, {"pe.npos_max": 3 * batch * context.n_heads * tokens * self.npos_max})

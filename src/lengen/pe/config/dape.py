@@ -9,6 +9,7 @@ from typing import ClassVar
 from lengen.pe.config.base import (
     DistanceBiasConfig,
     EncodingContext,
+    added,
     config_class,
     encoding_target,
     wrapped_keys,
@@ -49,7 +50,8 @@ class DAPEConfig(DistanceBiasConfig):
     def activation_sizes(self, context: EncodingContext, batch: int, tokens: int) -> dict[str, int]:
         # the hidden layer (B, mlp_width, T, T) before and after its activation, and a
         # channels-last copy (``lengen.pe.dape``'s score_copies)
-        return {"pe.mlp_width": 3 * batch * tokens * tokens * self.mlp_width}
+        base = super().activation_sizes(context, batch, tokens)
+        return added(base, {"pe.mlp_width": 4 * batch * tokens * tokens * self.mlp_width})
 
     def bias_keys(self) -> dict:
         """The keywords of the wrapped encoding: its own options (``pe.bias_options``) and

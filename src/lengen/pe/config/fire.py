@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from lengen.pe.config.base import SIZED_FROM_TRAINING, DistanceBiasConfig, EncodingContext
+from lengen.pe.config.base import SIZED_FROM_TRAINING, DistanceBiasConfig, EncodingContext, added
 from lengen.schema import integer, number, option
 
 
@@ -22,4 +22,5 @@ class FIREConfig(DistanceBiasConfig):
     def activation_sizes(self, context: EncodingContext, batch: int, tokens: int) -> dict[str, int]:
         # the MLP's hidden layer (T, T, mlp_width) before and after its ReLU: one per layer,
         # shared by the batch (its input is the distances alone)
-        return {"pe.mlp_width": 2 * tokens * tokens * self.mlp_width}
+        base = super().activation_sizes(context, batch, tokens)
+        return added(base, {"pe.mlp_width": 2 * tokens * tokens * self.mlp_width})

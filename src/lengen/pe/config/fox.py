@@ -11,6 +11,7 @@ from lengen.schema import number, option
 
 @dataclasses.dataclass(frozen=True)
 class ForgettingAttentionConfig(EncodingConfig):
+    attention_copies: ClassVar[int] = 3  # the gates' cumulative log-decay bias (measured 2.5)
     computes_attention: ClassVar[bool] = True
     #: the forget gates' bias at initialisation: 0.0 (the FoX reference, f = σ(0) = 0.5);
     #: x-transformers' DataDependentAlibi starts at 5.0 (f ≈ 0.993)

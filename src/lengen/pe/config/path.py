@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from lengen.pe.config.base import EncodingConfig, EncodingContext
+from lengen.pe.config.base import EncodingConfig, EncodingContext, added
 from lengen.schema import flag, integer, option
 
 
 @dataclasses.dataclass(frozen=True)
 class PaTHConfig(EncodingConfig):
+    attention_copies: ClassVar[int] = 12  # the transforms' products over the keys (measured 9)
     computes_attention: ClassVar[bool] = True
     causal_only: ClassVar[bool] = True
     #: rank of the low-rank projection to the Householder vectors (the reference's 32)
@@ -28,7 +29,10 @@ class PaTHConfig(EncodingConfig):
         return {"pe.w_rank": context.n_layers * (2 * self.w_rank * d_model + others)}
 
     def activation_sizes(self, context: EncodingContext, batch: int, tokens: int) -> dict[str, int]:
-        return {"pe.w_rank": 2 * batch * tokens * self.w_rank}  # x · down (B, T, w_rank), grad
+        base = super().activation_sizes(context, batch, tokens)
+        return added(
+            base, {"pe.w_rank": 2 * batch * tokens * self.w_rank}
+        )  # x · down (B, T, w_rank), grad
 
 
 @dataclasses.dataclass(frozen=True)

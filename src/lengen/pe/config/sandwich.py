@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from lengen.pe.config.base import BASE, DistanceBiasConfig, EncodingContext
+from lengen.pe.config.base import BASE, DistanceBiasConfig, EncodingContext, added
 from lengen.schema import number, option
 
 
@@ -24,4 +24,5 @@ class SandwichConfig(DistanceBiasConfig):
         # one pass at a time, but counted as the (T, dim/2) terms a vectorised form would
         # hold, so a dim whose sum cannot finish (pe.dim=1e9: 5e8 passes) is refused as
         # its memory would be; at the default 128 this is T × 128 floats
-        return {"pe.dim": tokens * self.dim}
+        base = super().activation_sizes(context, batch, tokens)
+        return added(base, {"pe.dim": tokens * self.dim})

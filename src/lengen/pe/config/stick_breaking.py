@@ -14,6 +14,7 @@ STICK_REMAINDERS = ("current_value", "none")
 
 @dataclasses.dataclass(frozen=True)
 class StickBreakingConfig(EncodingConfig):
+    attention_copies: ClassVar[int] = 12  # log-sigmoids, their cumulative sums (measured 10)
     computes_attention: ClassVar[bool] = True
     causal_only: ClassVar[bool] = True
     #: ``current_value``: the leftover weight goes to the query's own value (the reference's

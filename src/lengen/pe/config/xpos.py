@@ -18,6 +18,7 @@ from lengen.schema import number, one_of, option
 
 @dataclasses.dataclass(frozen=True)
 class XPosConfig(EncodingConfig):
+    attention_copies: ClassVar[int] = 2  # the decay's scaled copies of q, k (measured 1.5)
     causal_only: ClassVar[bool] = True
     base: float = option(BASE, number(above=1))
     layout: str = option("interleaved", one_of(*ROPE_LAYOUTS))
