@@ -79,6 +79,9 @@ def plot_pe_analysis(
                     linestyle="--",
                     label="cos",
                 )
+                if 2 * math.pi / omega < 12:  # a few samples a period: lines alone look jagged
+                    for line in ax.get_lines()[-2:]:
+                        line.set(marker=".", markersize=3)
                 ax.set_ylabel(f"dims {2 * pair}, {2 * pair + 1}")
                 ax.set_title(f"ω = {omega:.3g} (wavelength {2 * math.pi / omega:.3g})", fontsize=9)
                 ax.set_ylim(-1.15, 1.15)
