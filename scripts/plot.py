@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--length", type=int, default=128, help="positions (default 128)")
         parser.add_argument("--dim", type=int, default=64, help="model / head dim (default 64)")
         parser.add_argument(
-            "--base", type=float, default=None, help="default 10000 (grids: each one's default)"
+            "--base", type=_base, default=None, help="default 10000 (grids: each one's default)"
         )
         parser.add_argument(
             "--grid", default=None, help="HxW, e.g. 16x16: the encodings on a 2-D grid"
@@ -284,6 +284,21 @@ def _positive(text: str) -> int:
     value = int(text) if text.lstrip("-").isdigit() else 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def _base(text: str) -> float:
+    """argparse type: a sinusoid base, a finite number > 1 (``--base nan`` drew figures of NaN
+    and exited 0: PA12)."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 1, got {text!r}")
     return value
 
 
