@@ -167,3 +167,20 @@ def test_joblibs_workers_keep_lengens_handlers_from_their_start():
     with workers_keep_signals():
         handlers = Parallel(n_jobs=2)(delayed(worker_handlers)(i) for i in range(2))
     assert handlers == [("_remember", "_remember")] * 2
+
+
+@pytest.mark.parametrize(
+    ("target", "n_jobs", "expected"),
+    [
+        ("hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher", 2, True),
+        ("hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher", 1, False),
+        ("hydra._internal.core_plugins.basic_launcher.BasicLauncher", None, False),
+    ],
+)
+def test_signals_are_sent_on_wherever_joblib_runs_jobs_in_workers(target, n_jobs, expected):
+    # one run with n_jobs=2 goes to a worker too: counting runs at once (1) left it unsignalled
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.lengen_sweeper import in_workers
+
+    assert in_workers(OmegaConf.create({"_target_": target, "n_jobs": n_jobs})) is expected

@@ -94,7 +94,7 @@ class LengenSweeper(BasicSweeper):
         # workers keep lengen's handlers from their start (lengen.rundir.sweep_stop)
         launcher = self.config.hydra.launcher
         stopping = contextlib.ExitStack()
-        if "joblib" in str(launcher.get("_target_", "")).lower() and workers > 1:
+        if in_workers(launcher):
             stopping.enter_context(ForwardSignals(sweep_dir))
             if launcher.get("backend") is None:
                 stopping.enter_context(workers_keep_signals())
@@ -143,6 +143,17 @@ class LengenSweeper(BasicSweeper):
                 shown = [o for o in job if o.partition("=")[0] in swept] or list(job)
                 skipped.append({"overrides": " ".join(shown), "reason": reason})
         return kept, skipped
+
+
+def in_workers(launcher) -> bool:
+    """Whether the launcher runs the jobs in worker processes of this one: joblib's with
+    ``n_jobs`` other than 1 (-1 counted), however few the runs (one run with n_jobs=2 still
+    goes to a worker, where a signal to this process never reached it)."""
+    if "joblib" not in str(launcher.get("_target_", "")).lower():
+        return False
+    import joblib
+
+    return joblib.effective_n_jobs(int(launcher.get("n_jobs") or 1)) > 1
 
 
 def parallel_runs(launcher, runs: int) -> int:
