@@ -45,3 +45,16 @@ def test_starting_again_without_a_checkpoint_drops_the_earlier_failure(tmp_path)
     finally:
         RunDirectory.release_all()
     assert not (tmp_path / "failed.json").exists()
+
+
+def test_a_finished_runs_results_cut_short_are_one_line(tmp_path):
+    # SW8: a sweep's job met a corrupt results.json with a JSONDecodeError traceback
+    import pytest
+
+    from lengen.errors import ConfigError
+    from lengen.rundir import RunDirectory
+
+    save_config(compose_train(*FAST), tmp_path / "config.yaml")
+    (tmp_path / "results.json").write_text('{"pe": "ro')
+    with pytest.raises(ConfigError, match=r"^hydra\.run\.dir: .*results\.json cannot be read"):
+        RunDirectory(tmp_path).finished(compose_train(*FAST, "resume=auto"))

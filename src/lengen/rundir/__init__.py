@@ -133,18 +133,35 @@ class RunDirectory:
         if not self.results.exists():
             return None
         if resume_mode(cfg, self.path):
+            results = self.readable_results()
             refusal = finished_refusal(cfg, self.path)
             if refusal is not None:
                 raise ConfigError(refusal)
             mode = resume_label(cfg, self.path)
             print(f"resume={mode}: {self.path} already finished (results.json); nothing to do")
-            return json.loads(self.results.read_text())
+            return results
         raise ConfigError(
             f"hydra.run.dir={self.path} already holds a finished run (results.json); "
             f"allowed: resume=auto (a finished run is left as it is, an interrupted one "
             f"continues: how a sweep is re-run), a new hydra.run.dir, or remove that directory "
             f"yourself"
         )
+
+    def readable_results(self) -> dict:
+        """results.json as a JSON object; ConfigError when it is cut short or no object: a
+        sweep's job met it with a JSONDecodeError traceback (SW8), where the pre-check refuses
+        a single run's in one line (``lengen.preflight.check_results_file``)."""
+        try:
+            results = json.loads(self.results.read_text())
+            if not isinstance(results, dict):
+                raise ValueError("no JSON object")
+        except (OSError, ValueError) as error:  # UnicodeDecodeError and JSON's are ValueErrors
+            raise ConfigError(
+                f"hydra.run.dir: {self.results} cannot be read ({type(error).__name__}), so the "
+                f"run is neither finished nor resumable; allowed: another hydra.run.dir, or move "
+                f"that file away yourself"
+            ) from None
+        return results
 
     def check_start(self, cfg: DictConfig) -> None:
         """Whether ``cfg`` may start or continue here, read without writing or importing
