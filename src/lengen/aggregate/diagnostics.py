@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from lengen.aggregate.load import RunRecord, load_runs
-from lengen.results import LEARNED_ACCURACY
+from lengen.results import LEARNED_ACCURACY, length_unit
 
 #: the columns that say which run a row of a frame comes from
 RUN_COLUMNS = ("run_dir", "config_hash", "pe", "task", "model", "train_len", "seed", "learned")
@@ -181,8 +181,12 @@ def write_sweep_diagnostics(
     frames = sweep_diagnostics(runs, tag)
     paths = []
     attention = attention_over_seeds(frames.attention)
+    units = {(r.results["task"], r.results["model"], r.results["train_len"]):
+             length_unit(r.results["eval"][0]) for r in runs
+             if r.status == "ok" and r.results and r.results.get("eval")}  # fmt: skip
     for (task, model, train_len), panel in attention.groupby(["task", "model", "train_len"]):
-        figure = diagnostics_vs_length_figure(panel, labels or {}, f"{task} · {model}", train_len)
+        figure = diagnostics_vs_length_figure(panel, labels or {}, f"{task} · {model}", train_len,
+                                              unit=units.get((task, model, train_len)))  # fmt: skip
         name = safe_name(f"attention_diagnostics_{task}_{model}_len{train_len}") + suffix
         paths += save_figure(figure, out_dir / name, formats)
     depth = depth_over_seeds(frames.depth)

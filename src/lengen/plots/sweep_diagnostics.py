@@ -14,12 +14,13 @@ SWEEP_DIAGNOSTICS = {
 }
 
 
-def diagnostics_vs_length_figure(table, labels: dict, title: str, train_len: int):
+def diagnostics_vs_length_figure(table, labels: dict, title: str, train_len: int, unit=None):
     """Per attention statistic (panels side by side, sharing the [0, 1] y axis), its mean over
     layers, heads and seeds against the evaluation length, one line per configuration (colour
     and marker = PE, as in every figure); the training length dashed; ``FIGURE_WIDTH`` wide,
     the legend below. ``table``: ``lengen.aggregate.diagnostics.attention_over_seeds`` rows of
-    one task, model and training length; ``labels``: config_hash -> line name."""
+    one task, model and training length; ``labels``: config_hash -> line name; ``unit``: what
+    a length counts (``lengen.results.length_unit``; default input symbols)."""
     import math
 
     plt = pyplot()
@@ -39,7 +40,7 @@ def diagnostics_vs_length_figure(table, labels: dict, title: str, train_len: int
                 name = f"{labels.get(config, pe)} (n={n})"
                 ax.plot(line["length"], line["mean"], color=colour, marker=marker,
                         linestyle=style, linewidth=1.4, markersize=4, label=name)  # fmt: skip
-            length_axis(ax, lengths, train_len)
+            length_axis(ax, lengths, train_len, unit or ("length", "input symbols"))
             ax.set_xlabel(ax.get_xlabel() if ax is axes[0][1] else "")  # once, in the middle
             ax.minorticks_off()
             ax.tick_params(axis="x", labelsize=8, labelrotation=45 if len(lengths) > 4 else 0)
