@@ -154,6 +154,8 @@ def check_process_variables(trainer: DictConfig) -> None:
     interactive = os.environ.get("SLURM_JOB_NAME") in ("bash", "interactive")  # as Lightning
     if os.environ.get("SLURM_NTASKS") and not interactive:
         missing = [name for name in SLURM_TASK_VARIABLES if not os.environ.get(name)]
+        if os.environ["SLURM_NTASKS"].strip() == "1":  # Lightning asks for it with more tasks
+            missing = [name for name in missing if name != "SLURM_NTASKS_PER_NODE"]
         if missing:
             raise ConfigError(
                 f"trainer.num_nodes={trainer.get('num_nodes', 1)}: this is a SLURM job "
