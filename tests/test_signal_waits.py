@@ -120,3 +120,22 @@ def test_a_start_timeout_that_is_no_number_of_seconds_is_refused(tmp_path):
     assert (
         done.stderr.strip() == "error: LENGEN_START_TIMEOUT=soon: allowed: a number of seconds > 0"
     )
+
+
+def test_a_wait_off_the_main_thread_runs_unwatched():
+    # signal.set_wakeup_fd belongs to the main thread: a strategy starting its processes in
+    # another thread must not fail for the watch
+    import threading
+
+    from lengen.process import signals_end_the_wait
+
+    ran = []
+
+    def body() -> None:
+        with signals_end_the_wait(60, lambda signum: "", lambda: ("", 1)):
+            ran.append(True)
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert ran == [True]

@@ -79,7 +79,11 @@ def signals_end_the_wait(
     the main thread does (``signal.set_wakeup_fd``). A signal: ``on_signal(signum)``'s line,
     exit 128 + signum; the deadline: ``on_timeout()``'s (line, exit status). Both run in that
     thread, the main thread still waiting; nothing was trained in the block, so nothing is
-    saved. Main thread only (set_wakeup_fd); a signal after the block is the handlers' again."""
+    saved. Off the main thread (where set_wakeup_fd cannot be called) the block runs unwatched;
+    a signal after the block is the handlers' again."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     wake_read, wake_write = os.pipe()
     stop_read, stop_write = os.pipe()
     os.set_blocking(wake_write, False)  # the C handler must never block on it
