@@ -29,3 +29,14 @@ def test_one_length_is_drawn_with_a_quarter_of_it_either_side(axes):
 def test_a_baseline_of_one_point_has_a_marker(axes):
     (baseline,) = [line for line in axes.get_lines() if line.get_label().startswith("baseline")]
     assert baseline.get_marker() not in (None, "None", "")
+
+
+def test_variants_of_one_pe_at_one_length_have_distinct_markers(tmp_path):
+    for layers in (2, 4, 8):
+        write_run(tmp_path, f"nope{layers}", pe="nope", accuracy={4: 0.5},
+                  overrides={"model.n_layers": layers})  # fmt: skip
+    figure = plot_metric_vs_length(aggregate(tmp_path, metric="accuracy").rows)
+    markers = [line.get_marker() for line in figure.axes[0].get_lines()
+               if line.get_label().startswith("nope")]  # fmt: skip
+    assert len(markers) == len(set(markers)) == 3  # points only: a line style would not show
+    pyplot().close(figure)

@@ -18,6 +18,9 @@ from lengen.schema import Config, flag, integer, interval, one_of, option
 #: ``model.attention``: ``auto`` picks among SDPA paths (``lengen.model.kernels``); ``flex``
 #: sends relative biases at full passes to FlexAttention
 KERNELS = ("auto", "flex")
+#: ``model.loop_rule``: how many times the weight-tied blocks run at a sequence of T tokens
+#: (``loop_count``; lengen.model.looped, docs/models.md "Looped depth")
+LOOP_RULES = ("fixed", "linear")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +48,29 @@ class ModelConfig(Config):
     mixer: str | dict = option("attention", mixer_entry)
     #: a mixer per layer, cycled over each stack as pe.layers is (null: model.mixer everywhere)
     mixers: tuple | None = option(None, mixer_entries)
+    #: K: the stack's blocks run K times with tied weights (1: no loop, the model as before)
+    loops: int = option(1, integer())
+    #: fixed: K loops at every length; linear: ceil(K · T / T_train) at T tokens
+    loop_rule: str = option("fixed", one_of(*LOOP_RULES))
+
+    @property
+    def looped(self) -> bool:
+        """Whether the stacks loop (lengen.model.looped): K > 1, or a count that grows."""
+        return self.loops > 1 or self.loop_rule != "fixed"
+
+    def loop_count(self, tokens: int, train_tokens: int | None) -> int:
+        """The loop count at a sequence of ``tokens`` tokens, ``train_tokens`` being the
+        training sequence's (``pe.train_positions``): K under ``fixed``; under ``linear``
+        ceil(K · tokens / train_tokens), never below 1 (so K at the training length)."""
+        if self.loop_rule == "fixed":
+            return self.loops
+        if train_tokens is None:
+            raise ValueError(
+                "model.loop_rule=linear scales the loop count by the training length, and this "
+                "model was built without one (pe's train_positions); allowed: loop_rule=fixed, "
+                "or a model built by the run"
+            )
+        return max(1, -(-self.loops * tokens // train_tokens))  # integer ceil
 
     def check(self) -> None:
         check_heads(self.d_model, self.n_heads)

@@ -18,6 +18,7 @@ cache)`` a few tokens at a time gives the logits that ``forward`` gives over the
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -27,6 +28,7 @@ from lengen.model import config
 from lengen.model.attention import MultiHeadAttention
 from lengen.model.cache import DecodingCache, LayerCache
 from lengen.model.kernels import choose_kernel
+from lengen.model.looped import Depth, Looped
 from lengen.model.mixers.base import RecurrentMixer
 from lengen.model.mixers.build import build_mixer, check_encoding_reaches
 from lengen.model.mixers.config.base import MixerPlan, layer_plans
@@ -111,6 +113,7 @@ class Stack(nn.Module):
         cross_attention=False,
         attention="auto",
         mixers: tuple[MixerPlan, ...] = (),
+        looping: config.ModelConfig | None = None,
     ):
         super().__init__()
         self.causal = causal
@@ -135,7 +138,19 @@ class Stack(nn.Module):
             for plan in plans
         )
         check_encoding_reaches(self.pe, [block.attends for block in self.blocks])
+        # the blocks run once, or K times with tied weights (model.loops; lengen.model.looped)
+        self.depth = Depth() if looping is None else self._looped(d_model, looping)
         self.norm = nn.LayerNorm(d_model)
+
+    def _looped(self, d_model: int, looping: config.ModelConfig) -> Looped:
+        if looping.loop_rule == "linear" and self.pe.context.axes > 1:
+            raise ValueError(
+                "model.loop_rule=linear counts a sequence's tokens against the training "
+                "sequence's, and grids size positions per axis; allowed: loop_rule=fixed on grids"
+            )
+        train_tokens = self.pe.train_positions
+        looping.loop_count(1, train_tokens)  # refuses linear without a training length, now
+        return Looped(d_model, functools.partial(looping.loop_count, train_tokens=train_tokens))
 
     @property
     def position_blind(self) -> bool:
@@ -161,8 +176,7 @@ class Stack(nn.Module):
             positions = self.pe.shift_task_positions(positions)
         x = self.dropout(self.pe.embed(x, positions))
         positions = self.pe.attention_positions(positions)  # the same, but for Abacus's base
-        for index, block in enumerate(self.blocks):
-            x = block(x, self.pe.for_layer(index), positions, memory)
+        x = self.depth(self.blocks, self.pe.for_layer, x, positions, memory)
         return self.norm(x)
 
     def new_cache(
@@ -177,7 +191,14 @@ class Stack(nn.Module):
         cache = DecodingCache(
             self.pe, len(self.blocks), total_length, device, memory, positions=positions
         )
-        for block, layer in zip(self.blocks, cache.layers, strict=True):
+        # a looped stack: a layer cache per (loop, block), loop-major, all at the positions
+        # drawn once for the sequence (lengen.model.looped)
+        for _ in range(self.depth.loops_at(total_length) - 1):
+            cache.layers += DecodingCache(
+                self.pe, len(self.blocks), total_length, device, memory, cache.positions
+            ).layers
+        for index, layer in enumerate(cache.layers):
+            block = self.blocks[index % len(self.blocks)]
             if isinstance(block.attn, RecurrentMixer):  # a state of fixed size, not keys
                 layer.self_attention = block.attn.new_state()
         return cache
@@ -187,8 +208,11 @@ class Stack(nn.Module):
         positions = cache.next_positions(x.shape[1])  # (T,)
         x = self.dropout(self.pe.embed(x, positions))
         positions = cache.next_positions(x.shape[1], attention=True)  # (T,)
-        for index, (block, layer) in enumerate(zip(self.blocks, cache.layers, strict=True)):
-            x = block(x, cache.pe.for_layer(index), positions, cache.memory, layer)
+        # the loop count of the whole N-token sequence, as the full pass over it takes
+        x = self.depth(
+            self.blocks, cache.pe.for_layer, x, positions, cache.memory, cache.layers,
+            tokens=cache.total_length,
+        )  # fmt: skip
         cache.length += x.shape[1]
         return self.norm(x)
 
@@ -221,6 +245,7 @@ class _Transformer(nn.Module):
             dropout=cfg.dropout,
             attention=cfg.attention,
             mixers=tuple(cfg.mixer_plans()),
+            looping=cfg if cfg.looped else None,
         )
         self.build_stacks(pe, sizes)
         self._init(cfg.tie_embeddings)

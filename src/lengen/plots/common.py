@@ -62,7 +62,8 @@ PE_STYLES = {
     "rope_mixed": (OKABE_ITO["orange"], "X", "--"),
     "abacus": (OKABE_ITO["sky_blue"], "P", "--"),
 }
-_MARKERS = "osD^vPX*h<>p"
+#: every marker a PE uses; unknown names and a PE's variants in one-length panels cycle them
+MARKERS = "osD^vPX*h<>p"
 #: the saved width of every figure but the grids of many panels (docs/analysis.md, *Figure
 #: sizes*): a one-column page's text width, a two-column paper's full width (``figure*``)
 FIGURE_WIDTH = 6.4
@@ -94,7 +95,7 @@ def pe_style(name: str) -> tuple[str, str, str]:
 
     digest = int(hashlib.sha256(name.encode()).hexdigest(), 16)
     colours = list(OKABE_ITO.values())
-    return colours[digest % len(colours)], _MARKERS[digest % len(_MARKERS)], ":"
+    return colours[digest % len(colours)], MARKERS[digest % len(MARKERS)], ":"
 
 
 def marker_line(ax, x: float | None = None, y: float | None = None, **kw):

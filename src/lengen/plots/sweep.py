@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lengen.plots.common import (
+    MARKERS,
     PAPER_RC,
     length_axis,
     metric_label,
@@ -138,6 +139,8 @@ def plot_metric_vs_length(
                 variants[members[0]["pe"]] += 1
                 if variant:
                     style = ("--", ":", "-.", (0, (5, 1, 1, 1)))[(variant - 1) % 4]
+                if variant and len(lengths) == 1:  # points, no lines: tell variants by marker
+                    marker = MARKERS[(MARKERS.index(marker) + variant) % len(MARKERS)]
             faint = _not_learned(members)
             few = max(m["n_seeds"] for m in members) <= FEW_SEEDS  # this line's seeds
             xs = [shift(m["length"]) for m in members]

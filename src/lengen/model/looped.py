@@ -1,0 +1,108 @@
+"""Depth of a stack: its blocks run once (``Depth``), or K times with tied weights (``Looped``).
+
+A looped stack (``model.loops=K``, ``model.loop_rule``; docs/models.md "Looped depth") is the
+looped Transformer of Fan et al., "Looped Transformers for Length Generalization" (ICLR 2025,
+arXiv 2409.15647): the stack's blocks M are one weight-tied unit, applied K times with the
+embedded input e injected before each application,
+
+    h_0 = 0,    h_{i+1} = M(h_i + e + s_i)    (i = 0 … K−1),    output = norm(h_K)
+
+so loop 1 is the unlooped model (M(e)) up to the step term s_i. s_i is a per-loop step
+embedding, as the time-dependent looped models of Xu & Sato ("On Expressive Power of Looped
+Transformers: Theoretical Analysis and Enhancement via Timestep Encoding", arXiv 2410.01405;
+code read: ``kevin671/timestep-encoding``, ``nanoGPT/model.py``, ``TimestepEmbedder``) use:
+sinusoidal features of the loop index through a two-layer SiLU MLP. Theirs modulates the
+block's norms (DiT's adaLN: a scale and a gate per loop); ours adds s_i to the loop's input, as
+a position signal over depth, which keeps lengen's blocks unchanged. The sinusoid of the index,
+not a table of K rows, is what lets a loop count grow past the trained one at evaluation.
+
+The loop count (``ModelConfig.loop_count``) is K under ``fixed`` and ceil(K · T / T_train) at a
+sequence of T tokens under ``linear`` (T_train: the training sequence's, ``pe.train_positions``),
+Fan et al.'s steps tied to the length, in training and evaluation alike. Under ``linear`` the
+count is length-global: a causal model's output at t depends on the sequence's total length T,
+not only on tokens ≤ t. Cached decoding keeps this exact: the count is fixed once per sequence
+from the cache's ``total_length`` (the N of the full pass it reproduces), and each (loop,
+block) pair has its own layer cache, since the keys of loop i are not those of loop j.
+
+Every loop calls each block with its encoding (``pe.for_layer(index)``): rotations and logit
+biases act in every loop; an encoding added to the embeddings (sinusoidal, learned) is part of
+e, so it is injected in every loop too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from lengen.pe.sinusoidal import sinusoidal_table
+
+
+class Depth(nn.Module):
+    """The blocks run once, in order: the stack as it is without loops (no parameters)."""
+
+    def loops_at(self, tokens: int) -> int:
+        """Passes through the blocks at a sequence of ``tokens`` tokens."""
+        return 1
+
+    def forward(
+        self,
+        blocks: Sequence[nn.Module],
+        layer_pe: Callable,
+        x: Tensor,
+        positions: Tensor,
+        memory: Tensor | None = None,
+        layers: Sequence | None = None,
+        tokens: int | None = None,
+    ) -> Tensor:
+        # x: (B, T, D) embedded input -> (B, T, D); layers: one cache per block while decoding
+        for index, block in enumerate(blocks):
+            cache = None if layers is None else layers[index]
+            x = block(x, layer_pe(index), positions, memory, cache)
+        return x
+
+
+class StepEmbedding(nn.Module):
+    """s_i: sinusoidal features of the loop index i (``sinusoidal_table``'s interleaved sin/cos,
+    base 10000) through Linear-SiLU-Linear, as a diffusion model embeds its timestep."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, d_model), nn.SiLU(), nn.Linear(d_model, d_model)
+        )
+
+    def forward(self, loop: int, like: Tensor) -> Tensor:
+        # -> (D,), in the dtype and on the device of ``like``
+        table = sinusoidal_table(loop + 1, self.d_model).to(like.device)  # (loop + 1, D)
+        weight = self.mlp[0].weight
+        return self.mlp(table[loop].to(weight.dtype)).to(like.dtype)
+
+
+class Looped(Depth):
+    """The blocks as one weight-tied unit run ``loop_count(T)`` times, input injected each time.
+
+    ``loop_count``: tokens -> loops (``ModelConfig.loop_count`` bound to the training length),
+    the one place that decides the count."""
+
+    def __init__(self, d_model: int, loop_count: Callable[[int], int]) -> None:
+        super().__init__()
+        self.loop_count = loop_count
+        self.step = StepEmbedding(d_model)
+
+    def loops_at(self, tokens: int) -> int:
+        return self.loop_count(tokens)
+
+    def forward(self, blocks, layer_pe, x, positions, memory=None, layers=None, tokens=None):
+        # x: (B, T, D) embedded input e; tokens: the sequence's total length (cached decoding
+        # feeds T < N tokens of an N-token sequence), by default T
+        loops = self.loops_at(x.shape[1] if tokens is None else tokens)
+        hidden = torch.zeros_like(x)  # h_0 = 0, (B, T, D)
+        for loop in range(loops):
+            hidden = hidden + x + self.step(loop, x)  # input injection: (B, T, D) + (D,)
+            for index, block in enumerate(blocks):
+                cache = None if layers is None else layers[loop * len(blocks) + index]
+                hidden = block(hidden, layer_pe(index), positions, memory, cache)
+        return hidden
