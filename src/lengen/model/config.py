@@ -92,7 +92,8 @@ class ModelConfig(Config):
         """The model's parameters (the encoding's aside) by the key that sizes them, an upper
         bound within a few percent for attention layers: the embedding and the output head
         (vocab × d_model each; once when tied), per layer 4·d² (q, k, v, output), 2·d·d_ff
-        (the MLP) and biases and norms (≤ 9·d + d_ff), 4·d² more for cross-attention. Other
+        (the MLP) and biases and norms (≤ 9·d + d_ff), 4·d² more for cross-attention, and
+        each stack's final norm and scales (≤ 4·d). Other
         mixers (``model.mixer``) are counted as attention: within a small factor of theirs."""
         d_model, d_ff = self.d_model, self.d_ff
         layers, crossed = self.layer_counts()
@@ -100,7 +101,8 @@ class ModelConfig(Config):
         return {
             vocab_key: embeddings,
             "model.d_model": layers * (4 * d_model * d_model + 9 * d_model)
-            + crossed * (4 * d_model * d_model + 4 * d_model),
+            + crossed * (4 * d_model * d_model + 4 * d_model)
+            + len(self.stacks) * 4 * d_model,
             "model.d_ff": layers * (2 * d_model * d_ff + d_ff),
         }
 

@@ -32,8 +32,10 @@ TRAINING_BYTES = 32
 EVAL_BYTES = 8
 #: bytes per float of an activation
 FLOAT_BYTES = 4
-#: a vocabulary for tasks whose alphabet no option sizes (digits, operators: under 64)
+#: symbols of a task that no option counts (digits, operators, markers: under 64)
 FIXED_VOCAB = 64
+#: the options' bound under which the task is built to count its alphabet (milliseconds)
+BUILT_VOCAB = 1 << 20
 #: the most attention logits evaluation holds at once (lengen.model.kernels.MAX_BIAS_ELEMENTS,
 #: 2^24, and a copy for the softmax; that module loads torch)
 EVAL_ATTENTION_ELEMENTS = 2 << 24
@@ -51,14 +53,30 @@ class Sizes:
 
 
 def vocabulary(cfg: DictConfig) -> tuple[int, str]:
-    """(an upper bound of the vocabulary size, the key that sets it)."""
+    """(an upper bound of the vocabulary size, the key that sets it). A task's options that
+    count things (``n_symbols``, ``modulus``, ``n_keys``, …) bound its alphabet by their sum;
+    where that is small the task is built (no torch: its symbols are a list of names) and its
+    own alphabet counted."""
     data = cfg.data
     task = data.get("task")
-    if task is not None:
-        symbols = task.get("n_symbols")
-        return SPECIAL_TOKENS + max(int(symbols or 0), FIXED_VOCAB), "data.task.n_symbols"
-    vocab = data.get("vocab_size")
-    return SPECIAL_TOKENS + int(vocab or 1 << 16), "data.vocab_size"  # null: every word, ~64K
+    if task is None:
+        vocab = data.get("vocab_size")
+        return SPECIAL_TOKENS + int(vocab or 1 << 16), "data.vocab_size"  # null: every word
+    counts = {
+        f"data.task.{key}": value
+        for key, value in OmegaConf.to_container(task, resolve=True).items()
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0
+    }
+    key = max(counts, key=counts.get) if counts else "data.task"
+    bound = sum(counts.values()) + FIXED_VOCAB
+    if bound <= BUILT_VOCAB:
+        from hydra.utils import instantiate
+
+        try:
+            return SPECIAL_TOKENS + len(instantiate(task).vocab), key
+        except Exception:  # noqa: BLE001 - refused by the task's own checks after this
+            pass
+    return SPECIAL_TOKENS + bound, key
 
 
 def positions(cfg: DictConfig, axes: int) -> tuple[int, int]:

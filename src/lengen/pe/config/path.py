@@ -26,6 +26,8 @@ class PaTHConfig(EncodingConfig):
         # β's (H, D) and bias (H) (``lengen.pe.path.HouseholderProjections``); the gates: D + 1
         d_model, heads = context.d_model, context.n_heads
         others = 3 * d_model + heads * d_model + heads + d_model + 1
+        if self.forget_gate:  # PaTH-FoX: FoX's gates, (H, D) and (H) per layer
+            others += heads * (d_model + 1)
         return {"pe.w_rank": context.n_layers * (2 * self.w_rank * d_model + others)}
 
     def activation_sizes(self, context: EncodingContext, batch: int, tokens: int) -> dict[str, int]:
