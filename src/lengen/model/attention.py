@@ -6,12 +6,20 @@ kernel is chosen). Its cached forward serves incremental decoding (``lengen.mode
 
 The layer calls ``attend`` through this module's name for it, looked up at every call:
 ``lengen.attention_maps`` swaps that name for one forward pass to record the weights.
+
+Block options (``model.attn_gate``, ``attn_sinks``, ``kv_bias``, ``qk_norm``, ``attn_fn``;
+``lengen.model.block_options``) act on self-attention only: QK-norm before the rotation, the
+gate after attention; sinks, key biases and sigmoid attention change the weights and go
+through ``attend_with_options``, which the recorders above do not see. All off, the layer is
+the plain one, module for module and operation for operation.
 """
 
 from __future__ import annotations
 
 from torch import Tensor, nn
 
+from lengen.model import block_options
+from lengen.model.block_config import AttentionOptions
 from lengen.model.cache import KVCache, MemoryCache
 from lengen.model.kernels import attend
 from lengen.pe.base import PositionalEncoding
@@ -44,6 +52,24 @@ class MultiHeadAttention(nn.Module):
         self.query = nn.Linear(d_model, d_model)
         self.key_value = nn.Linear(d_model, 2 * d_model)
         self.out = nn.Linear(d_model, d_model)
+        self.options = AttentionOptions()
+
+    def use_options(self, options: AttentionOptions) -> None:
+        """Take the block options (self-attention only), adding the parameters they need."""
+        if self.cross or options == AttentionOptions():
+            return
+        self.options = options
+        block_options.add_parameters(self, self.query.in_features, self.n_heads, options)
+
+    def _attend(self, q, k, v, **kwargs) -> Tensor:
+        """Self-attention's kernel call: ``attend`` (through this module's name), or
+        ``attend_with_options`` when the options change the weights."""
+        if not self.options.changes_attention:
+            return attend(q, k, v, **kwargs)
+        extra = block_options.extra_keys(self, self.options, q)
+        kwargs = {key: kwargs[key] for key in ("causal", "pe", "q_positions", "k_positions",
+                                               "dropout_p", "kernel") if key in kwargs}  # fmt: skip
+        return block_options.attend_with_options(q, k, v, extra, self.options, **kwargs)
 
     def forward(
         self,
@@ -68,9 +94,11 @@ class MultiHeadAttention(nn.Module):
         if self.cross:
             y = attend(q, k, v, causal=False, dropout_p=dropout_p)
         else:
+            if self.options.qk_norm:  # before the rotation (block_options)
+                q, k = self.q_norm(q), self.k_norm(k)
             q, k = pe.rotate(q, k, positions, positions)
             state = pe.token_state(x)  # FoX's gates, PaTH's transforms (None for the others)
-            y = attend(
+            y = self._attend(
                 q,
                 k,
                 v,
@@ -83,6 +111,8 @@ class MultiHeadAttention(nn.Module):
                 q_state=state,
                 k_state=state,
             )
+            if self.options.gate != "none":
+                y = block_options.gated(self, y, x)  # (B, H, T, hd)
         return self.out(y.transpose(1, 2).reshape(batch, length, d_model))  # (B, T, D)
 
     def _forward_cached(
@@ -106,6 +136,8 @@ class MultiHeadAttention(nn.Module):
         else:
             k, v = self.key_value(x).view(batch, length, 2, self.n_heads, head_dim).unbind(2)
             k, v = k.transpose(1, 2), v.transpose(1, 2)  # (B, H, T, hd)
+            if self.options.qk_norm:  # stored normalised, rotated as the full pass does
+                q, k = self.q_norm(q), self.k_norm(k)
             if cache.store_rotated:  # each key rotated once, as it arrives
                 q, k = pe.rotate(q, k, positions, positions)
             state = pe.token_state(x)  # the new tokens' (None for most encodings)
@@ -116,7 +148,7 @@ class MultiHeadAttention(nn.Module):
                 # (xPos centres, dynamic NTK frequencies); unfilled slots are sliced off
                 q, k = pe.rotate(q, cache.keys, positions, cache.positions)
                 k = k[:, :, :seen]
-            y = attend(
+            y = self._attend(
                 q,
                 k,
                 v,
@@ -127,4 +159,6 @@ class MultiHeadAttention(nn.Module):
                 q_state=state,
                 k_state=cache.key_state(),  # every key's, as the full pass has them
             )
+            if self.options.gate != "none":
+                y = block_options.gated(self, y, x)  # (B, H, T, hd)
         return self.out(y.transpose(1, 2).reshape(batch, length, d_model))  # (B, T, D)
