@@ -1,0 +1,33 @@
+"""``model.canon``, without torch: which Canon layers a block has (Allen-Zhu, 2025, "Physics of
+Language Models: Part 4.1", arXiv 2512.17351; facebookresearch/PhysicsLM4
+``huggingface/modeling_llama_canon.py``, its ``canon_set``). The layers themselves are
+``lengen.model.canon``."""
+
+from __future__ import annotations
+
+#: the points the reference places them: A before attention (on the normed input), B inside
+#: attention on the projected q, k, v, C before the MLP (on its normed input), D inside the
+#: MLP on its hidden pre-activation
+CANON_POINTS = "ABCD"
+#: the reference's ``canon_kernel`` default: each output sees its token and the 3 before it
+CANON_KERNEL = 4
+
+
+def canon_points(key: str, value) -> str:
+    """``model.canon`` as given -> the points, sorted ("" = none): a string of the letters
+    A–D (``"ABCD"``, ``"AC"``) or a list of them (``[A, C]``); null or "" for none. Raises
+    ValueError naming the key and what is allowed."""
+    allowed = (
+        f"{key} must be letters from {CANON_POINTS} (A before attention, B on q/k/v, C before "
+        f"the MLP, D inside the MLP), each at most once, as a string ('ABCD') or a list ([A, C]); "
+        f"null or '' for none; got {value!r}"
+    )
+    if value is None:
+        return ""
+    listed = isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)
+    if not (isinstance(value, str) or listed):
+        raise ValueError(allowed)
+    letters = list(value)
+    if any(letter not in CANON_POINTS for letter in letters) or len(set(letters)) < len(letters):
+        raise ValueError(allowed)
+    return "".join(sorted(letters))
