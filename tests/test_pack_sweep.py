@@ -304,3 +304,22 @@ def test_a_members_train_log_keeps_out_routine_lines_as_a_solo_runs(tmp_path, mo
         lightning.setLevel(level)
     log = (folder / "train.log").read_text()
     assert "a line of lengen's own" in log and "GPU available" not in log
+
+
+def test_a_pack_that_cannot_fit_in_memory_is_refused_naming_the_pack_key(monkeypatch):
+    from hydra import compose
+
+    from lengen.preflight import resources
+    from lengen.preflight.sizes import TRAINING_BYTES, model_sizes
+
+    with composing([CONFIG_DIR]):
+        cfg = compose("train", overrides=["trainer.accelerator=cpu", *FAST])
+    sizes = model_sizes(cfg, 1)
+    weights = TRAINING_BYTES * sum(sizes.parameters.values())
+    # one run fits, with room for two more members' weights: not for eight members'
+    room = sum(sizes.training.values()) + 2 * weights
+    monkeypatch.setattr(resources, "available_memory", lambda cfg: (room, "CPU"))
+    sweep = ["-m", "seed=0,1,2,3,4,5,6,7", "trainer.accelerator=cpu", *FAST]
+    precheck([*sweep, f"{PACK_KEY}=3"])  # 3 members: fits
+    with pytest.raises(ConfigError, match=rf"^{PACK_KEY}: a pack of 8 runs needs about"):
+        precheck([*sweep, f"{PACK_KEY}=8"])

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 from lengen.errors import ConfigError
 from lengen.preflight.hydra_private import composing
 from lengen.preflight.sweeps import job_refusal, sweep_jobs
-from lengen.sweep_packs import PACK_KEY, pack_size, plan_packs
+from lengen.sweep_packs import PACK_KEY, group_jobs, pack_size, plan_packs
 
 
 def check_pack_sweep(command, given: str | None, skipping: bool, cluster: bool) -> None:
@@ -42,4 +42,42 @@ def check_pack_sweep(command, given: str | None, skipping: bool, cluster: bool) 
             return
         if skipping:  # the jobs the sweeper will skip are in no pack
             jobs = [j for j in jobs if job_refusal(j, lambda j=j: load(j), cluster) is None]
-        plan_packs(jobs, load, pack)
+        composed: dict[tuple, object] = {}  # each job composed once, for the plan and the sizes
+
+        def cached(job):
+            key = tuple(job)
+            if key not in composed:
+                composed[key] = load(job)
+            return composed[key]
+
+        plan_packs(jobs, cached, pack)
+        configs = [cached(job) for job in jobs]
+        for members in group_jobs(configs, pack):
+            if len(members) > 1:
+                check_pack_memory(configs[members[0]], len(members))
+
+
+def check_pack_memory(cfg, members: int) -> None:
+    """A pack of ``members`` runs of ``cfg`` fits in memory: each member's parameters, their
+    gradients and AdamW's moments are held at once (stacked), and a training step's activations
+    once for every member on a GPU (one vmapped call), once in all on a CPU (members one after
+    another: ``lengen.pack.engine.LOOPED``); evaluation is one member at a time, as a single
+    run's. The single run's estimate is ``lengen.preflight.sizes``'s (ConfigError naming
+    hydra.sweeper.pack and the estimate)."""
+    from lengen.preflight.resources import available_memory, config_axes, on_cpu
+    from lengen.preflight.sizes import TRAINING_BYTES, model_sizes
+
+    available, where = available_memory(cfg)
+    sizes = model_sizes(cfg, config_axes(cfg)) if available else None
+    if sizes is None:
+        return
+    weights = TRAINING_BYTES * sum(sizes.parameters.values())
+    activations = sum(sizes.training.values()) - weights
+    total = members * weights + (1 if on_cpu(cfg) else members) * activations
+    if total > available:
+        raise ConfigError(
+            f"{PACK_KEY}: a pack of {members} runs needs about {total / 2**30:,.1f} GiB "
+            f"({weights / 2**30:,.2f} GiB of weights, gradients and AdamW moments a member), "
+            f"more than the {available / 2**30:,.1f} GiB of {where} memory available; allowed: "
+            f"a smaller {PACK_KEY} (docs/scaling.md, Packs)"
+        )

@@ -52,12 +52,18 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def on_cpu(cfg: DictConfig) -> bool:
+    """Whether the run trains on the CPU: asked for, or ``auto`` where no GPU is visible."""
+    accelerator = str(cfg.trainer.accelerator)
+    return accelerator == "cpu" or (accelerator == "auto" and not cuda_available())
+
+
 def check_devices(cfg: DictConfig) -> None:
     """A GPU asked for where there is none, or half precision on a CPU (slow, and not what
     any result here was measured with): say so now, not in Lightning's words later."""
     accelerator = str(cfg.trainer.accelerator)
     precision = str(cfg.trainer.get("precision", "32-true"))
-    cpu = accelerator == "cpu" or (accelerator == "auto" and not cuda_available())
+    cpu = on_cpu(cfg)
     if cpu and not precision.startswith(("32", "64")):
         raise ConfigError(
             f"trainer.precision={precision}: half precision needs a GPU, and this run trains "
