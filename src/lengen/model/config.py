@@ -12,6 +12,7 @@ import dataclasses
 from typing import ClassVar
 
 from lengen.checks import check_heads
+from lengen.model.block_config import ATTN_FNS, ATTN_GATES, check_attention_options
 from lengen.model.mixers.config.base import MixerPlan, mixer_entries, mixer_entry, plan_mixers
 from lengen.schema import Config, flag, integer, interval, one_of, option
 
@@ -52,6 +53,13 @@ class ModelConfig(Config):
     loops: int = option(1, integer())
     #: fixed: K loops at every length; linear: ceil(K · T / T_train) at T tokens
     loop_rule: str = option("fixed", one_of(*LOOP_RULES))
+    #: where attention mass goes (lengen.model.block_options, docs/models.md): Qiu et al.'s
+    #: output gate, gpt-oss's sinks, Gu et al.'s key/value bias, QK-norm, sigmoid attention
+    attn_gate: str = option("none", one_of(*ATTN_GATES))
+    attn_sinks: bool = option(False, flag())
+    kv_bias: bool = option(False, flag())
+    qk_norm: bool = option(False, flag())
+    attn_fn: str = option("softmax", one_of(*ATTN_FNS))
 
     @property
     def looped(self) -> bool:
@@ -74,6 +82,7 @@ class ModelConfig(Config):
 
     def check(self) -> None:
         check_heads(self.d_model, self.n_heads)
+        check_attention_options(self)  # model.attn_gate, attn_sinks, … (block_config)
         plans = self.mixer_plans()
         recurrent = next((plan.name for plan in plans if plan.recurrent), None)
         if recurrent is not None and not all(self.stacks):

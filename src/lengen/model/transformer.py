@@ -26,6 +26,8 @@ from torch import Tensor, nn
 
 from lengen.model import config
 from lengen.model.attention import MultiHeadAttention
+from lengen.model.block_config import AttentionOptions, attention_options
+from lengen.model.block_options import check_encoding
 from lengen.model.cache import DecodingCache, LayerCache
 from lengen.model.kernels import choose_kernel
 from lengen.model.looped import Depth, Looped
@@ -50,6 +52,7 @@ class Block(nn.Module):
         cross_attention=False,
         attention="auto",
         mixer: MixerPlan | None = None,
+        options: AttentionOptions | None = None,
     ):
         super().__init__()
         self.norm_attn = nn.LayerNorm(d_model)
@@ -69,6 +72,8 @@ class Block(nn.Module):
                 kernel=attention,
             )
         )
+        if options is not None and isinstance(self.attn, MultiHeadAttention):
+            self.attn.use_options(options)  # model.attn_gate, attn_sinks, …: attention layers
         self.cross_attn = None
         if cross_attention:
             self.norm_cross = nn.LayerNorm(d_model)
@@ -114,6 +119,7 @@ class Stack(nn.Module):
         attention="auto",
         mixers: tuple[MixerPlan, ...] = (),
         looping: config.ModelConfig | None = None,
+        options: AttentionOptions | None = None,
     ):
         super().__init__()
         self.causal = causal
@@ -134,10 +140,15 @@ class Stack(nn.Module):
         # layer i mixes with plan i mod len(mixers), as pe.layers cycles encodings
         plans = layer_plans(list(mixers), n_layers) if mixers else [None] * n_layers
         self.blocks = nn.ModuleList(
-            Block(d_model, n_heads, d_ff, dropout, causal, cross_attention, attention, plan)
+            Block(
+                d_model, n_heads, d_ff, dropout, causal, cross_attention, attention, plan, options
+            )
             for plan in plans
         )
         check_encoding_reaches(self.pe, [block.attends for block in self.blocks])
+        for index, block in enumerate(self.blocks):
+            if options is not None and block.attends:
+                check_encoding(self.pe.for_layer(index), options)
         # the blocks run once, or K times with tied weights (model.loops; lengen.model.looped)
         self.depth = Depth() if looping is None else self._looped(d_model, looping)
         self.norm = nn.LayerNorm(d_model)
@@ -246,6 +257,7 @@ class _Transformer(nn.Module):
             attention=cfg.attention,
             mixers=tuple(cfg.mixer_plans()),
             looping=cfg if cfg.looped else None,
+            options=attention_options(cfg),
         )
         self.build_stacks(pe, sizes)
         self._init(cfg.tie_embeddings)
