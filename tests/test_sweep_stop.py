@@ -184,3 +184,21 @@ def test_signals_are_sent_on_wherever_joblib_runs_jobs_in_workers(target, n_jobs
     from hydra_plugins.lengen_sweeper import in_workers
 
     assert in_workers(OmegaConf.create({"_target_": target, "n_jobs": n_jobs})) is expected
+
+
+def test_a_signal_before_a_sequential_sweeps_first_run_starts_no_run(tmp_path):
+    # remembered by the sweep's process before its first job: that job trained a step, saved
+    # a checkpoint and stopped; now no run starts after the signal, as the docs say
+    sweep_dir = tmp_path / "sweep"
+    process = sweep(sweep_dir)
+    try:
+        for line in process.stdout:  # the sweeper's plan, before the first job
+            if line.startswith("sweep: 2 runs"):
+                break
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    finally:
+        kill_all(process)
+    assert process.returncode == 143, err[-2000:]
+    assert "sweep: 2 runs (2 not started)" in out
+    assert not list(sweep_dir.glob("*/checkpoints"))

@@ -42,6 +42,7 @@ from lengen.errors import (
     TrainingDiverged,
 )
 from lengen.preflight import check_launch, remove_refused_run
+from lengen.process import received_signal
 from lengen.rundir import RunDirectory
 from lengen.rundir.sweep_stop import mark_stopped, stopped_by
 
@@ -73,7 +74,10 @@ def train_main(cfg: DictConfig) -> str:
         # Lightning starts the other ranks by re-running the command line: the whole sweep
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
-    if sweeping and not cluster and (signum := stopped_by(hydra.sweep.dir)):
+    # a local sweep stopped by a signal starts no more runs: one marked by another job, or
+    # one this process received between runs (kept, so the runs after this one see it too)
+    if sweeping and not cluster and (signum := stopped_by(hydra.sweep.dir) or received_signal()):
+        mark_stopped(hydra.sweep.dir, signum)
         return f"not started: the sweep was stopped by {signal.Signals(signum).name}"
     if (members := pack_members(hydra)) is not None:  # one job, several runs (docs/scaling.md)
         return train_pack_main(cfg, hydra, members)
