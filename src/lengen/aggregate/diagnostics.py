@@ -25,9 +25,15 @@ RUN_COLUMNS = ("run_dir", "config_hash", "pe", "task", "model", "train_len", "se
 def attention_frame(section: dict | None) -> pd.DataFrame:
     """One run's ``attention_diagnostics`` -> one row per length × layer × head × statistic,
     columns ``length``, ``tokens``, ``layer``, ``head``, ``statistic``, ``bucket`` (the
-    distance bucket's label for ``bucket_mass``, else None), ``value``."""
+    distance bucket's label for ``bucket_mass``, else None), ``value``; plus per length one
+    ``sink_rate`` row (Gu et al.'s Sink^ε_1 over every layer and head: layer ``all``, head
+    None), so ``attention_over_seeds`` gives its mean over seeds."""
     records = []
     for length, entry in (section or {}).get("lengths", {}).items():
+        if entry.get("sink_rate") is not None:  # Gu et al.'s Sink^ε_1, over layers and heads
+            records.append({"length": int(length), "tokens": entry["tokens"], "layer": "all",
+                            "head": None, "statistic": "sink_rate", "bucket": None,
+                            "value": entry["sink_rate"]})  # fmt: skip
         for layer, stats in entry["layers"].items():
             for statistic, per_head in stats.items():
                 for head, value in enumerate(per_head):

@@ -6,6 +6,15 @@ held-out instances, text's first validation windows) go through the model once m
 self-attention layer and head, averaged over queries and instances, become results.json's
 ``attention_diagnostics`` and a figure. The pass is separate from scoring and leaves the random
 state as it found it (``torch.random.fork_rng``), so no metric changes whether it runs or not.
+
+Beside each length's per-head ``sink_mass``, its ``sink_rate`` is Gu et al.'s Sink^ε_1 (ICLR
+2025, arXiv 2410.10781, §3.1) at ε = 0.3: "α_h^l(k) = 1/(T − k + 1) Σ_{i=k}^{T} A_{i,k}^{l,h}",
+the mean weight on token k over the queries that see it, and "Sink_k^ε = 1/L Σ_l 1/H Σ_h
+I(α_h^l(k) > ε)", the fraction of heads whose mean attention to token k exceeds ε. For k = 1
+(the first token, every query sees it) α_h^l is ``sink_mass`` as recorded, so the rate is the
+fraction of recorded heads over every attending layer with ``sink_mass`` > 0.3, α averaged over
+the instances looked at before the threshold (Gu et al. average their metric over 100
+sequences). Unrounded means are thresholded, not the 4 digits results.json keeps.
 """
 
 from __future__ import annotations
@@ -24,6 +33,10 @@ from lengen.pe.base import PositionalEncoding
 
 #: digits kept in results.json: enough to compare lengths, compact at 8 heads × 12 layers
 DIGITS = 4
+
+#: ε of Gu et al.'s Sink^ε_1 (``sink_rate``): their threshold, so lengen's rates compare with
+#: their Tables 3, 4 and 6
+SINK_EPSILON = 0.3
 
 
 def task_inputs(data, length: int, samples: int, evaluated: int) -> dict:
@@ -63,6 +76,7 @@ def attention_diagnostics(data, model, lengths: list[int], *, samples: int, eval
         "statistics": [*SCALAR_STATISTICS, "bucket_mass"],
         "layers": names,
         "train_len": data.train_len,
+        "sink_epsilon": SINK_EPSILON,  # each length's sink_rate: Gu et al.'s Sink^ε_1
         "lengths": {},
         "skipped": [],
     }
@@ -100,7 +114,11 @@ def attention_diagnostics(data, model, lengths: list[int], *, samples: int, eval
                     section["skipped"].append(note)
                 if layers:
                     tokens = max(stats.keys for stats in recorded if not isinstance(stats, str))
-                    section["lengths"][str(length)] = {"tokens": tokens, "layers": layers}
+                    section["lengths"][str(length)] = {
+                        "tokens": tokens,
+                        "sink_rate": sink_rate(recorded),
+                        "layers": layers,
+                    }
                     widest = max(widest, *(len(layer["bucket_mass"][0]) for layer in
                                            layers.values()))  # fmt: skip
     finally:
@@ -110,6 +128,19 @@ def attention_diagnostics(data, model, lengths: list[int], *, samples: int, eval
     section["buckets"] = bucket_labels(widest)
     section["skipped"] = sorted(set(section["skipped"]), key=section["skipped"].index)
     return section
+
+
+def sink_rate(recorded: list, epsilon: float = SINK_EPSILON) -> float | None:
+    """Gu et al.'s Sink^ε_1 (module docstring): the fraction of the recorded (layer, head)
+    pairs whose mean weight on the first token exceeds ``epsilon``; None without any."""
+    heads = [
+        value
+        for stats in recorded
+        if not isinstance(stats, str)
+        for value in stats.means()["sink_mass"]
+        if value is not None
+    ]
+    return _rounded(sum(value > epsilon for value in heads) / len(heads)) if heads else None
 
 
 def _per_layer(recorded: list, names: list[str]) -> tuple[dict, str | None]:
