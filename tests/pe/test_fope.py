@@ -145,9 +145,10 @@ def test_rotation_runs_in_fp32_under_bf16_inputs():
     torch.testing.assert_close(q_rot, expected.bfloat16())
 
 
-def test_a_floor_without_a_training_length_is_refused_naming_the_key():
-    with pytest.raises(ValueError, match=r"pe.original_max_position must be set"):
-        FoPE(d_model=D_MODEL, n_heads=HEADS)
+def test_without_a_training_length_nothing_is_clipped_and_pe_info_says_so():
+    pe = FoPE(d_model=D_MODEL, n_heads=HEADS)
+    assert pe.derived.frequencies == HEAD_DIM // 2
+    assert pe.describe()["floor"].startswith("none: built without a training length")
 
 
 @pytest.mark.parametrize(

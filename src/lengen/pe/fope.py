@@ -109,7 +109,8 @@ class FoPE(PositionalEncoding):
         form: ``reference`` (the authors' code) or ``paper`` (module docstring).
         coefficient_gain: the random part of the coefficients (Xavier-normal times the gain).
         floor_ratio: ω_floor = floor_ratio · 2π / L; 0 keeps every frequency.
-        original_max_position: L; null = the positions seen in training.
+        original_max_position: L; null = the positions seen in training (a model built
+            without them, by hand, clips nothing; ``describe`` says so).
         learnable: train the coefficients (parameters) instead of fixing them (buffers).
 
     Every layer has its own coefficients (the reference builds one ``FourierEmbedding`` per
@@ -180,6 +181,8 @@ class FoPE(PositionalEncoding):
 
     def describe(self) -> dict:
         info = self.cfg.changed()
+        if self.cfg.floor_ratio > 0 and self.floor == 0:
+            info["floor"] = "none: built without a training length, so nothing is clipped"
         info.update(
             floor_frequency=self.floor,
             basis_frequencies=self.derived.frequencies,

@@ -58,11 +58,8 @@ class FoPEConfig(EncodingConfig):
         length = self.original_max_position
         if length is None:
             length = self.max_position if self.randomized else context.train_positions
-        if self.floor_ratio > 0 and length is None:
-            raise ValueError(
-                "pe.original_max_position must be set for pe=fope with pe.floor_ratio > 0: the "
-                "training length (the floor's L) is unknown here"
-            )
+        # without a training length (a model built by hand, not by a run) there is no floor to
+        # clip below: nothing is clipped, and ``describe`` says so (``lengen.pe.fope``)
         floor = fope_floor(self.floor_ratio, length)
         frequencies = kept_frequencies(context.head_dim, self.base, floor)
         # the reference mixes the kept frequencies into at most a quarter of the head's
