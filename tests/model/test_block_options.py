@@ -63,7 +63,7 @@ def _layer(options: AttentionOptions, pe_name: str, causal: bool = True, seed: i
 
 
 # -- the independent re-derivation: each option's formula, in float64 ----------------------------
-def reference(layer, pe, x, options: AttentionOptions, causal: bool = True):
+def reference(layer, pe, x, options: AttentionOptions, causal: bool = True, weights_only=False):
     """The layer's output written from the formulas: q, k, v; RMSNorm per head with its gain
     (QK-norm) before the rotation; logits q·kᵀ/√hd + bias + causal mask; softmax with a sink
     logit s_h (gpt-oss) and a key k*_h of value v*_h (Gu et al.) as extra columns, or
@@ -88,7 +88,8 @@ def reference(layer, pe, x, options: AttentionOptions, causal: bool = True):
     if options.fn == "sigmoid":
         seen = torch.arange(1, length + 1, dtype=torch.float64) if causal else float(length)
         seen = torch.as_tensor(seen).expand(length)[:, None]  # (T, 1)
-        y = torch.sigmoid(logits - seen.log()) @ v
+        weights = torch.sigmoid(logits - seen.log())  # (B, H, T, T)
+        y = weights @ v
     else:
         columns, values = [logits], [v]
         if options.sinks:
@@ -100,6 +101,9 @@ def reference(layer, pe, x, options: AttentionOptions, causal: bool = True):
             values.insert(len(values) - 1, layer.v_bias[None, :, None].expand(batch, -1, 1, -1))
         weights = torch.cat(columns, -1).softmax(-1)
         y = weights @ torch.cat(values, 2)  # (B, H, T, hd)
+        weights = weights[..., -length:]  # the sequence's keys: what the extra columns leave
+    if weights_only:
+        return weights
     if options.gate != "none":
         gate = torch.sigmoid(x @ layer.gate.weight.T + layer.gate.bias)  # (B, T, H or D)
         y = y * gate.view(batch, length, HEADS, -1).transpose(1, 2)
@@ -272,3 +276,19 @@ def test_extra_columns_without_a_bias_keep_sdpa(option, monkeypatch):
     assert layer(
         torch.randn(1, LENGTH, D_MODEL, dtype=torch.float64), pe, torch.arange(LENGTH)
     ).shape
+
+
+@pytest.mark.parametrize("option", ["sinks", "kv_bias", "sinks_and_kv_bias", "sigmoid"])
+def test_the_diagnostics_recorder_sees_the_weights_the_options_give(option):
+    """Attention diagnostics (``recording_statistics``) record the weights over the sequence's
+    keys as the options make them: the first token's mean weight per head is the formula's."""
+    from lengen.evaluation.attention import recording_statistics
+
+    layer, pe = _layer(OPTIONS[option], "rope")
+    x = torch.randn(2, LENGTH, D_MODEL, dtype=torch.float64)
+    with recording_statistics() as recorded:
+        layer(x, pe, torch.arange(LENGTH))
+    weights = reference(layer, pe, x, OPTIONS[option], weights_only=True)  # (B, H, T, T)
+    expected = weights[..., 0].mean(dim=(0, 2))  # (H,)
+    assert_close(torch.tensor(recorded[0].means()["sink_mass"], dtype=torch.float64), expected,
+                 atol=1e-6, rtol=1e-6)  # fmt: skip

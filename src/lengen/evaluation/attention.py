@@ -40,6 +40,7 @@ import torch
 from torch import Tensor
 
 import lengen.model.attention as attention_module
+from lengen.model import block_options
 
 #: Largest block of weights (B × H × queries × keys) formed at once by the recorder: 4M fp32
 #: = 16 MiB, a few temporaries of that size per block.
@@ -271,11 +272,45 @@ def recording_statistics(max_block_elements: int = MAX_BLOCK_ELEMENTS):
             )
         return output
 
+    original_options = block_options.attend_with_options
+
+    def recording_options(q, k, v, extra, options, **kwargs):
+        output = original_options(q, k, v, extra, options, **kwargs)
+        recorded.append(_options_statistics(original_options, q, k, extra, options, kwargs))
+        return output
+
     attention_module.attend = recording
+    block_options.attend_with_options = recording_options
     try:
         yield recorded
     finally:
         attention_module.attend = original
+        block_options.attend_with_options = original_options
+
+
+def _options_statistics(attend_options, q, k, extra, options, kwargs):
+    """The statistics of a layer whose block options change the weights (learned sinks, key
+    biases, sigmoid attention; ``lengen.model.block_options``), or why there are none. Its
+    output is linear in v with weights that do not depend on v once the extra columns' values
+    are zero, so one-hot values give the weights over the sequence's keys, as for encodings
+    that attend themselves (``own_attention_weights``): what a sink or a key bias takes is
+    missing from them, so they sum to less than 1, and sigmoid's need not sum to 1."""
+    batch, heads, q_len, _ = q.shape
+    size = batch * heads * q_len * k.shape[2]
+    if size > MAX_OWN_WEIGHTS:
+        return (
+            f"block options ({options}) change the weights: they are formed by calling the "
+            f"layer's attention with one-hot values, up to {MAX_OWN_WEIGHTS:,} weights per "
+            f"call ({batch} × {heads} × {q_len} × {k.shape[2]} = {size:,} here)"
+        )
+
+    def silent(q, k, v, **kw):  # the extra columns' values zero, at the one-hot values' width
+        muted = None if extra is None else (*extra[:2], extra[2].new_zeros(*extra[2].shape[:2],
+                                                                           v.shape[-1]))  # fmt: skip
+        return attend_options(q, k, v, muted, options, **kw)
+
+    weights = own_attention_weights(silent, q, k, **kwargs)  # (B, H, Tq, Tk)
+    return statistics_of_weights(weights, kwargs.get("pe"), kwargs["causal"])
 
 
 def layer_names(model: torch.nn.Module) -> list[str]:

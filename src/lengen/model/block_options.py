@@ -162,7 +162,8 @@ def extra_key_attention(
     """SDPA with E extra key columns prepended: q and k widened by a block of ``pad`` channels
     (q's first is 1, real keys' 0, an extra key's the constant c_e / scale), so SDPA's logit of
     column e is scale · q·k_e + c_e and every real logit is unchanged; v padded to the same
-    width and cut back. Causal masking is bottom-right aligned (``_sdpa_causal_offset``), so
+    width (the fused kernels take equal widths only) and cut back. The extra values ``u_e``
+    have v's width. Causal masking is bottom-right aligned (``_sdpa_causal_offset``), so
     query i sees the E columns and keys ≤ i + Tk − Tq."""
     keys, constants, values = extra  # (H, E, hd), (H, E), (H, E, hd)
     batch, heads, q_len, head_dim = q.shape
@@ -174,14 +175,15 @@ def extra_key_attention(
     column[..., 0] = constants / scale
     extra_k = torch.cat([keys, column], -1).expand(batch, -1, -1, -1)  # (B, H, E, hd + pad)
     k_wide = torch.cat([extra_k, F.pad(k, (0, pad))], 2)  # (B, H, E + Tk, hd + pad)
-    v_wide = torch.cat([values.expand(batch, -1, -1, -1), v], 2)  # (B, H, E + Tk, hd)
-    v_wide = F.pad(v_wide, (0, pad))  # (B, H, E + Tk, hd + pad)
+    width = v.shape[-1]  # hd; the recorder's one-hot values have another width
+    v_wide = torch.cat([values.expand(batch, -1, -1, -1), v], 2)  # (B, H, E + Tk, width)
+    v_wide = F.pad(v_wide, (0, max(0, head_dim + pad - width)))  # (B, H, E + Tk, ≥ hd + pad)
     if causal:
         y = _sdpa_causal_offset(q_wide, k_wide, v_wide, dropout_p, scale)
     else:
         y = F.scaled_dot_product_attention(q_wide, k_wide, v_wide, dropout_p=dropout_p,
                                            scale=scale)  # fmt: skip
-    return y[..., :head_dim]  # (B, H, Tq, hd)
+    return y[..., :width]  # (B, H, Tq, hd)
 
 
 def math_attention(
