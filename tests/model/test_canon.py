@@ -84,3 +84,68 @@ def test_canon_points_refuse_other_values_in_one_line_naming_the_key(value):
     with pytest.raises(ValueError, match=r"^model\.canon must be letters from ABCD") as error:
         canon_points("model.canon", value)
     assert "\n" not in str(error.value)
+
+
+# -- in the model (model.canon) ----------------------------------------------------------------
+def canon_model(kind: str = "decoder", points: str = "ABCD"):
+    from helpers import tiny_model
+
+    torch.manual_seed(0)
+    override = f"model.canon={points}" if points else "model.canon=''"
+    return tiny_model("rope", kind, override).eval()
+
+
+def test_the_default_model_has_no_canon_weights():
+    assert not [name for name in canon_model(points="").state_dict() if "canon" in name]
+
+
+def test_each_point_adds_its_layer_in_every_block():
+    names = {
+        name: tuple(p.shape) for name, p in canon_model().named_parameters() if "canon" in name
+    }
+    assert names["stack.blocks.0.canon.A.weight"] == (16, 4)  # d_model 16 (helpers.TINY)
+    assert names["stack.blocks.1.attn.canon_qkv.weight"] == (48, 4)  # q, k, v
+    assert "stack.blocks.1.canon.C.weight" in names
+    assert names["stack.blocks.0.canon.D.weight"][1] == 4
+
+
+def test_a_canon_model_is_causal():
+    model = canon_model()
+    tokens = torch.randint(0, model.embedding.num_embeddings, (2, 9))
+    changed = tokens.clone()
+    changed[:, 6:] = (changed[:, 6:] + 1) % model.embedding.num_embeddings
+    with torch.no_grad():
+        torch.testing.assert_close(model(changed)[:, :6], model(tokens)[:, :6])
+
+
+@pytest.mark.parametrize("kind", ["decoder", "encoder_decoder"])
+def test_cached_decoding_of_a_canon_model_equals_the_full_pass(kind):
+    model = canon_model(kind)
+    vocab = model.embedding.num_embeddings
+    generator = torch.Generator().manual_seed(3)
+    tokens = torch.randint(0, vocab, (2, 9), generator=generator)
+    with torch.no_grad():
+        if kind == "decoder":
+            full, cache = model(tokens), model.new_cache(9)
+        else:
+            source = torch.randint(0, vocab, (2, 5), generator=generator)
+            full, cache = model(source, tokens), model.new_cache(9, source)
+        pieces = [model.decode(tokens[:, :4], cache), model.decode(tokens[:, 4:5], cache)]
+        pieces += [model.decode(tokens[:, 5:7], cache), model.decode(tokens[:, 7:], cache)]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-4, atol=1e-5)
+
+
+def test_gradients_reach_every_canon_weight():
+    model = canon_model().train()
+    tokens = torch.randint(0, model.embedding.num_embeddings, (2, 7))
+    model(tokens).square().mean().backward()
+    for name, parameter in model.named_parameters():
+        if "canon" in name:
+            assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
+
+
+def test_the_model_config_refuses_other_points_naming_the_key():
+    from lengen.model.config import DecoderOnlyConfig
+
+    with pytest.raises(ValueError, match=r"^model\.canon must be letters from ABCD"):
+        DecoderOnlyConfig.from_keys({"canon": "AE"}, owner="DecoderOnly")

@@ -16,11 +16,13 @@ the plain one, module for module and operation for operation.
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from lengen.model import block_options
 from lengen.model.block_config import AttentionOptions
 from lengen.model.cache import KVCache, MemoryCache
+from lengen.model.canon import Canon, CanonState
 from lengen.model.kernels import attend
 from lengen.pe.base import PositionalEncoding
 
@@ -53,6 +55,9 @@ class MultiHeadAttention(nn.Module):
         self.key_value = nn.Linear(d_model, 2 * d_model)
         self.out = nn.Linear(d_model, d_model)
         self.options = AttentionOptions()
+        #: model.canon's B: a Canon layer on the projected q, k, v (self-attention; the block
+        #: sets it), None without
+        self.canon_qkv: Canon | None = None
 
     def use_options(self, options: AttentionOptions) -> None:
         """Take the block options (self-attention only), adding the parameters they need."""
@@ -71,6 +76,17 @@ class MultiHeadAttention(nn.Module):
                                                "dropout_p", "kernel") if key in kwargs}  # fmt: skip
         return block_options.attend_with_options(q, k, v, extra, self.options, **kwargs)
 
+    def _project(
+        self, x: Tensor, source: Tensor, state: CanonState | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """x (B, T, D), source (B, S, D) -> q (B, T, D), keys and values (B, S, 2D), through
+        Canon B where the block has it (on q, k, v together, as PhysicsLM4 does)."""
+        q, kv = self.query(x), self.key_value(source)
+        if self.canon_qkv is None:
+            return q, kv
+        qkv = self.canon_qkv(torch.cat((q, kv), dim=-1), state)  # (B, T, 3D)
+        return qkv.split((q.shape[-1], kv.shape[-1]), dim=-1)
+
     def forward(
         self,
         x: Tensor,
@@ -85,10 +101,9 @@ class MultiHeadAttention(nn.Module):
         batch, length, d_model = x.shape
         source = memory if self.cross else x
         head_dim = d_model // self.n_heads
-        q = (
-            self.query(x).view(batch, length, self.n_heads, head_dim).transpose(1, 2)
-        )  # (B, H, T, hd)
-        k, v = self.key_value(source).view(batch, -1, 2, self.n_heads, head_dim).unbind(2)
+        q, kv = self._project(x, source)  # (B, T, D), (B, S, 2D)
+        q = q.view(batch, length, self.n_heads, head_dim).transpose(1, 2)  # (B, H, T, hd)
+        k, v = kv.view(batch, -1, 2, self.n_heads, head_dim).unbind(2)
         k, v = k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, hd)
         dropout_p = self.dropout if self.training else 0.0
         if self.cross:
@@ -127,14 +142,16 @@ class MultiHeadAttention(nn.Module):
         ``positions`` (T,) their positions; earlier keys and values come from the cache."""
         batch, length, d_model = x.shape
         head_dim = d_model // self.n_heads
-        q = self.query(x).view(batch, length, self.n_heads, head_dim).transpose(1, 2)
-        if self.cross:  # q: (B, H, T, hd)
+        if self.cross:
+            q = self.query(x).view(batch, length, self.n_heads, head_dim).transpose(1, 2)
             if cache.keys is None:  # the memory's keys and values, once per sequence
                 k, v = self.key_value(memory).view(batch, -1, 2, self.n_heads, head_dim).unbind(2)
                 cache.keys, cache.values = k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, hd)
             y = attend(q, cache.keys, cache.values, causal=False)
         else:
-            k, v = self.key_value(x).view(batch, length, 2, self.n_heads, head_dim).unbind(2)
+            q, kv = self._project(x, x, cache.canon)  # Canon B continues from its inputs
+            q = q.view(batch, length, self.n_heads, head_dim).transpose(1, 2)  # (B, H, T, hd)
+            k, v = kv.view(batch, length, 2, self.n_heads, head_dim).unbind(2)
             k, v = k.transpose(1, 2), v.transpose(1, 2)  # (B, H, T, hd)
             if self.options.qk_norm:  # stored normalised, rotated as the full pass does
                 q, k = self.q_norm(q), self.k_norm(k)

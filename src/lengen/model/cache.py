@@ -25,9 +25,12 @@ measured ≈ 2.5× slower than storing rotated keys).
 
 from __future__ import annotations
 
+import collections
+
 import torch
 from torch import Tensor
 
+from lengen.model.canon import CanonState
 from lengen.pe.base import PositionalEncoding
 
 
@@ -79,6 +82,8 @@ class KVCache:
         #: the keys' states, one buffer per tensor of ``token_state`` (None: the encoding has none)
         self.states: tuple[Tensor, ...] | None = None
         self.state_is_tensor = True  # token_state gave one tensor, not a tuple
+        #: Canon B's last inputs (model.canon; lengen.model.canon)
+        self.canon = CanonState()
 
     def append(
         self, keys: Tensor, values: Tensor, state: Tensor | tuple[Tensor, ...] | None = None
@@ -136,6 +141,8 @@ class LayerCache:
     def __init__(self, positions: Tensor, store_rotated: bool) -> None:
         self.self_attention = KVCache(positions, store_rotated)
         self.cross_attention = MemoryCache()
+        #: Canon A, C, D's last inputs, per point (model.canon; lengen.model.canon)
+        self.canon: dict[str, CanonState] = collections.defaultdict(CanonState)
 
 
 class DecodingCache:

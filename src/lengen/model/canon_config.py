@@ -5,6 +5,8 @@ Language Models: Part 4.1", arXiv 2512.17351; facebookresearch/PhysicsLM4
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 #: the points the reference places them: A before attention (on the normed input), B inside
 #: attention on the projected q, k, v, C before the MLP (on its normed input), D inside the
 #: MLP on its hidden pre-activation
@@ -24,7 +26,11 @@ def canon_points(key: str, value) -> str:
     )
     if value is None:
         return ""
-    listed = isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)
+    listed = (
+        hasattr(value, "__iter__")
+        and not isinstance(value, (str, bytes, Mapping))
+        and all(isinstance(item, str) for item in value)
+    )  # a list, a tuple or the yaml's ListConfig
     if not (isinstance(value, str) or listed):
         raise ValueError(allowed)
     letters = list(value)

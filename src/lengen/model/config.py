@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from lengen.checks import check_heads
 from lengen.model.block_config import ATTN_FNS, ATTN_GATES, check_attention_options
+from lengen.model.canon_config import canon_points
 from lengen.model.mixers.config.base import MixerPlan, mixer_entries, mixer_entry, plan_mixers
 from lengen.schema import Config, flag, integer, interval, one_of, option
 
@@ -53,6 +54,8 @@ class ModelConfig(Config):
     loops: int = option(1, integer())
     #: fixed: K loops at every length; linear: ceil(K · T / T_train) at T tokens
     loop_rule: str = option("fixed", one_of(*LOOP_RULES))
+    #: Canon layers (lengen.model.canon): the points A–D as letters ("ABCD", [A, C]); "": none
+    canon: str = option("", canon_points)
     #: where attention mass goes (lengen.model.block_options, docs/models.md): Qiu et al.'s
     #: output gate, gpt-oss's sinks, Gu et al.'s key/value bias, QK-norm, sigmoid attention
     attn_gate: str = option("none", one_of(*ATTN_GATES))

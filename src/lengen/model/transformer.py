@@ -29,6 +29,7 @@ from lengen.model.attention import MultiHeadAttention
 from lengen.model.block_config import AttentionOptions, attention_options
 from lengen.model.block_options import check_encoding
 from lengen.model.cache import DecodingCache, LayerCache
+from lengen.model.canon import Canon, CanonState
 from lengen.model.kernels import choose_kernel
 from lengen.model.looped import Depth, Looped
 from lengen.model.mixers.base import RecurrentMixer
@@ -53,6 +54,8 @@ class Block(nn.Module):
         attention="auto",
         mixer: MixerPlan | None = None,
         options: AttentionOptions | None = None,
+        *,
+        canon: str = "",
     ):
         super().__init__()
         self.norm_attn = nn.LayerNorm(d_model)
@@ -82,6 +85,14 @@ class Block(nn.Module):
             )
         self.norm_mlp = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        # model.canon (lengen.model.canon): A and C on the normed inputs of attention and
+        # MLP, D on the MLP's hidden pre-activation, B in attention on q, k, v; an empty
+        # dict without them, so the default model keeps its parameters and keys
+        self.canon = nn.ModuleDict(
+            {point: Canon(d_ff if point == "D" else d_model) for point in canon if point != "B"}
+        )
+        if "B" in canon and isinstance(self.attn, MultiHeadAttention):
+            self.attn.canon_qkv = Canon(3 * d_model)  # attention layers only
         self.dropout = nn.Dropout(dropout)
 
     @property
@@ -94,12 +105,26 @@ class Block(nn.Module):
         self_cache = cross_cache = None
         if cache is not None:
             self_cache, cross_cache = cache.self_attention, cache.cross_attention
-        x = x + self.dropout(self.attn(self.norm_attn(x), pe, positions, cache=self_cache))
+        states = None if cache is None else cache.canon  # Canon's remembered inputs
+        h = self._canon("A", self.norm_attn(x), states)  # (B, T, D)
+        x = x + self.dropout(self.attn(h, pe, positions, cache=self_cache))
         if self.cross_attn is not None:
             x = x + self.dropout(
                 self.cross_attn(self.norm_cross(x), pe, positions, memory, cache=cross_cache)
             )
-        return x + self.dropout(self.mlp(self.norm_mlp(x)))
+        return x + self.dropout(self._mlp(self._canon("C", self.norm_mlp(x), states), states))
+
+    def _canon(self, point: str, h: Tensor, states: dict[str, CanonState] | None) -> Tensor:
+        """Canon layer ``point`` on h (B, T, C), or h where the block has none."""
+        if point not in self.canon:
+            return h
+        return self.canon[point](h, None if states is None else states[point])
+
+    def _mlp(self, h: Tensor, states: dict[str, CanonState] | None) -> Tensor:
+        if "D" not in self.canon:
+            return self.mlp(h)
+        up, activation, down = self.mlp
+        return down(activation(self._canon("D", up(h), states)))  # (B, T, D)
 
 
 class Stack(nn.Module):
@@ -119,6 +144,7 @@ class Stack(nn.Module):
         attention="auto",
         mixers: tuple[MixerPlan, ...] = (),
         looping: config.ModelConfig | None = None,
+        canon: str = "",
         options: AttentionOptions | None = None,
     ):
         super().__init__()
@@ -141,7 +167,16 @@ class Stack(nn.Module):
         plans = layer_plans(list(mixers), n_layers) if mixers else [None] * n_layers
         self.blocks = nn.ModuleList(
             Block(
-                d_model, n_heads, d_ff, dropout, causal, cross_attention, attention, plan, options
+                d_model,
+                n_heads,
+                d_ff,
+                dropout,
+                causal,
+                cross_attention,
+                attention,
+                plan,
+                options,
+                canon=canon,
             )
             for plan in plans
         )
@@ -257,6 +292,7 @@ class _Transformer(nn.Module):
             attention=cfg.attention,
             mixers=tuple(cfg.mixer_plans()),
             looping=cfg if cfg.looped else None,
+            canon=cfg.canon,
             options=attention_options(cfg),
         )
         self.build_stacks(pe, sizes)
