@@ -246,3 +246,22 @@ def test_a_looped_model_trains_and_evaluates_through_hydra_keys(tmp_path):
     )
     results = run(cfg, run_dir=tmp_path)
     assert {row["protocol"] for row in results["eval"]} == {"greedy"}
+    # each row records the loops it was scored with: K(T) at its sequence (max_position here)
+    train_tokens = next(r for r in results["eval"] if r["length"] == results["train_len"])
+    expected = [
+        math.ceil(2 * r["max_position"] / train_tokens["max_position"]) for r in results["eval"]
+    ]
+    assert [row["loops"] for row in results["eval"]] == expected and max(expected) > 2
+
+
+# -- results rows ---------------------------------------------------------------------------------
+def test_a_row_of_a_looped_model_records_its_loop_count():
+    from lengen.model.looped import loop_facts
+
+    assert loop_facts(small(loops=2, loop_rule="linear"), 13) == {"loops": 5}
+
+
+def test_a_row_of_an_unlooped_model_stays_as_it_was():
+    from lengen.model.looped import loop_facts
+
+    assert loop_facts(small(), 13) == {}

@@ -50,6 +50,7 @@ from lengen.data.task_data import IGNORE, TaskData, max_position, sequence_lengt
 from lengen.evaluation.by_position import PositionTally, position_section, teacher_forced_correct
 from lengen.evaluation.metrics import add_stats, batch_stats, loss_sum, summarise
 from lengen.measure import batch_size_for, is_out_of_memory, measured_with_oom_halving
+from lengen.model.looped import loop_facts
 from lengen.options import PROTOCOLS
 from lengen.pe.base import PositionalEncoding
 from lengen.progress import as_mode, each
@@ -285,6 +286,7 @@ def score_lengths(
                 "in_distribution": data.min_len <= length <= data.train_len,
                 "max_position": max_position(batch),  # grids: the extent along one axis
                 **grid_facts(data, length, batch),
+                **loop_facts(model, sequence_length(batch)),  # looped depth: K(T) at its T tokens
                 "protocol": protocol,
                 "n_examples": int(totals["examples"]),
                 "n_unique": int(torch.unique(inputs, dim=0).shape[0]),

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from lengen.data.text import TextData
 from lengen.evaluation.tasks import raise_if_out_of_memory
+from lengen.model.looped import loop_facts
 from lengen.progress import as_mode, each
 
 LOGITS_BUDGET = 1 << 26  # logits elements per evaluation batch (256 MiB in fp32)
@@ -154,6 +155,7 @@ def score_windows(data: TextData, model, length, stride, n_targets, per_batch, p
         "length": length,
         "in_distribution": length <= data.train_len,
         "max_position": data.max_position(length),
+        **loop_facts(model, length),  # looped depth: K(T) at windows of ``length`` tokens
         "stride": stride,
         "n_examples": len(starts),
         "tokens_scored": tokens,

@@ -106,3 +106,12 @@ class Looped(Depth):
                 cache = None if layers is None else layers[loop * len(blocks) + index]
                 hidden = block(hidden, layer_pe(index), positions, memory, cache)
         return hidden
+
+
+def loop_facts(model: nn.Module, tokens: int) -> dict:
+    """What a results row adds for a looped model: ``loops``, the passes its looped stack makes
+    over a sequence of ``tokens`` tokens (under ``linear`` a function of the length: the row
+    says how much depth it was scored with). Nothing for an unlooped model, whose rows stay as
+    they were, nor for an encoder–decoder, whose two stacks see sequences of other lengths."""
+    looped = [module for module in model.modules() if isinstance(module, Looped)]
+    return {"loops": looped[0].loops_at(tokens)} if len(looped) == 1 else {}
