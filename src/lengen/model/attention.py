@@ -10,8 +10,9 @@ The layer calls ``attend`` through this module's name for it, looked up at every
 Block options (``model.attn_gate``, ``attn_sinks``, ``kv_bias``, ``qk_norm``, ``attn_fn``;
 ``lengen.model.block_options``) act on self-attention only: QK-norm before the rotation, the
 gate after attention; sinks, key biases and sigmoid attention change the weights and go
-through ``attend_with_options``, which the recorders above do not see. All off, the layer is
-the plain one, module for module and operation for operation.
+through ``block_options.attend_with_options``, looked up at every call as well: the
+diagnostics recorder (``lengen.evaluation.attention``) swaps it too; attention maps do not yet.
+All off, the layer is the plain one, module for module and operation for operation.
 """
 
 from __future__ import annotations
