@@ -292,3 +292,14 @@ def test_the_diagnostics_recorder_sees_the_weights_the_options_give(option):
     expected = weights[..., 0].mean(dim=(0, 2))  # (H,)
     assert_close(torch.tensor(recorded[0].means()["sink_mass"], dtype=torch.float64), expected,
                  atol=1e-6, rtol=1e-6)  # fmt: skip
+
+
+@pytest.mark.parametrize("option", ["sinks_and_kv_bias", "qk_norm", "gate_elementwise", "sigmoid"])
+def test_an_encoder_decoders_cached_decoding_equals_its_full_pass(option):
+    from lengen.model import EncoderDecoder
+
+    model = _model(option, "alibi", cls=EncoderDecoder)
+    src, tgt = torch.randint(0, 11, (2, 7)), torch.randint(0, 11, (2, 6))
+    cache = model.new_cache(6, src)
+    pieces = [model.decode(tgt[:, t : t + 1], cache) for t in range(6)]
+    assert_close(torch.cat(pieces, 1), model(src, tgt))
