@@ -157,3 +157,9 @@ def test_without_a_training_length_nothing_is_clipped_and_pe_info_says_so():
 def test_bad_options_are_refused_by_the_torch_free_config(key, value):
     with pytest.raises(ValueError, match=rf"pe\.{key}"):
         FoPEConfig.from_keys({key: value}, owner="FoPE")
+
+
+def test_the_size_estimate_bounds_the_coefficients():
+    pe = build(n_layers=3, floor_ratio=0.0, form="paper")  # every pair mixed: the largest case
+    estimate = pe.cfg.parameter_sizes(pe.context)["model.d_model"]
+    assert estimate >= sum(buffer.numel() for buffer in pe.buffers())

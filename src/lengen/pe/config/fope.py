@@ -67,3 +67,9 @@ class FoPEConfig(EncodingConfig):
         quarter = min(frequencies, context.head_dim // 4)
         mixed = quarter if self.form == "reference" else frequencies
         return FopeSizes(floor, frequencies, mixed)
+
+    def parameter_sizes(self, context: EncodingContext) -> dict[str, int]:
+        # the coefficients (buffers, or parameters when learnable): per layer and head a
+        # (D, P) block for the cosine and one for the sine, at most (hd/2, hd/2) each
+        half = context.head_dim // 2
+        return {"model.d_model": 2 * context.n_layers * context.n_heads * half * half}
