@@ -303,3 +303,21 @@ def test_an_encoder_decoders_cached_decoding_equals_its_full_pass(option):
     cache = model.new_cache(6, src)
     pieces = [model.decode(tgt[:, t : t + 1], cache) for t in range(6)]
     assert_close(torch.cat(pieces, 1), model(src, tgt))
+
+
+@pytest.mark.parametrize("option", [name for name in OPTIONS if NEW[name]])
+def test_the_parameter_estimate_grows_by_what_the_option_adds(option):
+    """``ModelConfig.parameter_sizes`` (the pre-check's estimate) counts each option's
+    parameters exactly: its growth over the default is the built model's."""
+    from lengen.model.config import DecoderOnlyConfig
+
+    sizes = dict(d_model=D_MODEL, n_heads=HEADS, n_layers=2, d_ff=32)
+
+    def estimate(**keys):
+        return sum(DecoderOnlyConfig.from_keys({**sizes, **keys}).parameter_sizes(11, "v").values())
+
+    def built(**keys):
+        model = DecoderOnly(pe=pe_factory("nope"), vocab_size=11, **sizes, **keys)
+        return sum(p.numel() for p in model.parameters())
+
+    assert estimate(**KEYS[option]) - estimate() == built(**KEYS[option]) - built()

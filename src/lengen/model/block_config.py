@@ -60,3 +60,21 @@ def check_attention_options(cfg) -> None:
             f"attn_sinks, kv_bias, qk_norm, attn_fn) would change nothing; allowed: their "
             f"defaults, or an attention layer in {key}"
         )
+
+
+def option_parameters(cfg) -> int:
+    """The parameters the block options add to one self-attention layer (``parameter_sizes``):
+    the gate's linear map (d·H + H headwise, d² + d elementwise), a sink per head, a key and
+    a value per head (2·d), a gain per channel of a head's queries and keys (2·d / H)."""
+    d_model, heads = cfg.d_model, cfg.n_heads
+    gate = {
+        "none": 0,
+        "headwise": d_model * heads + heads,
+        "elementwise": d_model * d_model + d_model,
+    }
+    return (
+        gate[cfg.attn_gate]
+        + heads * cfg.attn_sinks
+        + 2 * d_model * cfg.kv_bias
+        + 2 * (d_model // heads) * cfg.qk_norm
+    )

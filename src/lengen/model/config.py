@@ -12,7 +12,12 @@ import dataclasses
 from typing import ClassVar
 
 from lengen.checks import check_heads
-from lengen.model.block_config import ATTN_FNS, ATTN_GATES, check_attention_options
+from lengen.model.block_config import (
+    ATTN_FNS,
+    ATTN_GATES,
+    check_attention_options,
+    option_parameters,
+)
 from lengen.model.canon_config import canon_points
 from lengen.model.mixers.config.base import MixerPlan, mixer_entries, mixer_entry, plan_mixers
 from lengen.schema import Config, flag, integer, interval, one_of, option
@@ -114,7 +119,8 @@ class ModelConfig(Config):
             vocab_key: embeddings,
             "model.d_model": layers * (4 * d_model * d_model + 9 * d_model)
             + crossed * (4 * d_model * d_model + 4 * d_model)
-            + len(self.stacks) * 4 * d_model,
+            + len(self.stacks) * 4 * d_model
+            + layers * option_parameters(self),  # model.attn_gate, attn_sinks, … (block_config)
             "model.d_ff": layers * (2 * d_model * d_ff + d_ff),
         }
 
