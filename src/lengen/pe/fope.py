@@ -25,6 +25,8 @@ offers the paper's form (``pe.form=paper``):
   frequency for cosine and sine alike (a complex series z_m(t) = e^{iθ_m t} +
   Σ_d a_{d,m} e^{iθ_d t}); the clipped pairs get frequency zero, cos 1 and sin 0 (not
   rotated). At ``coefficient_gain`` 0 and ``floor_ratio`` 0 this is RoPE in the half layout.
+  Written from the paper's description; its equations were not in the stored text read for
+  this, so this form's coefficient law is lengen's reading, unverified.
 
 **Not exactly relative.** With the series, q·k = Re Σ_m q_m conj(k_m) z_m(i) conj(z_m(j)) and
 z_m(i) conj(z_m(j)) holds cross terms e^{i(θ_d i − θ_e j)} of two frequencies, which are not
