@@ -149,3 +149,14 @@ def test_the_model_config_refuses_other_points_naming_the_key():
 
     with pytest.raises(ValueError, match=r"^model\.canon must be letters from ABCD"):
         DecoderOnlyConfig.from_keys({"canon": "AE"}, owner="DecoderOnly")
+
+
+def test_the_size_estimate_counts_every_canon_weight():
+    from lengen.model.config import DecoderOnlyConfig
+
+    def estimate(points: str) -> int:
+        keys = {"d_model": 16, "d_ff": 24, "n_layers": 3, "canon": points}
+        return sum(DecoderOnlyConfig.from_keys(keys).parameter_sizes(10, "vocab").values())
+
+    # per layer 4 taps on A 16 + B 48 + C 16 + D 24 channels
+    assert estimate("ABCD") - estimate("") == 3 * 4 * (16 + 48 + 16 + 24)

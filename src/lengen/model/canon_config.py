@@ -37,3 +37,11 @@ def canon_points(key: str, value) -> str:
     if any(letter not in CANON_POINTS for letter in letters) or len(set(letters)) < len(letters):
         raise ValueError(allowed)
     return "".join(sorted(letters))
+
+
+def canon_parameters(points: str, d_model: int, d_ff: int) -> tuple[int, int]:
+    """One block's Canon weights (K taps per channel) -> (those sized by d_model, by d_ff):
+    A and C d_model channels each, B 3·d_model (q, k, v), D d_ff."""
+    widths = {"A": d_model, "B": 3 * d_model, "C": d_model}
+    by_d_model = sum(widths[point] for point in points if point in widths)
+    return CANON_KERNEL * by_d_model, CANON_KERNEL * d_ff * ("D" in points)

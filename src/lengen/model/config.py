@@ -18,7 +18,7 @@ from lengen.model.block_config import (
     check_attention_options,
     option_parameters,
 )
-from lengen.model.canon_config import canon_points
+from lengen.model.canon_config import canon_parameters, canon_points
 from lengen.model.mixers.config.base import MixerPlan, mixer_entries, mixer_entry, plan_mixers
 from lengen.schema import Config, flag, integer, interval, one_of, option
 
@@ -115,13 +115,15 @@ class ModelConfig(Config):
         d_model, d_ff = self.d_model, self.d_ff
         layers, crossed = self.layer_counts()
         embeddings = (1 if self.tie_embeddings else 2) * vocab_size * d_model
+        canon_d_model, canon_d_ff = canon_parameters(self.canon, d_model, d_ff)  # model.canon
         return {
             vocab_key: embeddings,
             "model.d_model": layers * (4 * d_model * d_model + 9 * d_model)
             + crossed * (4 * d_model * d_model + 4 * d_model)
             + len(self.stacks) * 4 * d_model
-            + layers * option_parameters(self),  # model.attn_gate, attn_sinks, … (block_config)
-            "model.d_ff": layers * (2 * d_model * d_ff + d_ff),
+            + layers * option_parameters(self)  # model.attn_gate, attn_sinks, … (block_config)
+            + layers * canon_d_model,
+            "model.d_ff": layers * (2 * d_model * d_ff + d_ff + canon_d_ff),
         }
 
     def mixer_plans(self) -> list[MixerPlan]:
