@@ -265,3 +265,33 @@ def test_a_row_of_an_unlooped_model_stays_as_it_was():
     from lengen.model.looped import loop_facts
 
     assert loop_facts(small(), 13) == {}
+
+
+# -- eval.py: a looped run re-evaluated with a count that grows -----------------------------------
+@pytest.fixture(scope="module")
+def fixed_run(tmp_path_factory):
+    from lengen.train import run
+
+    run_dir = tmp_path_factory.mktemp("looped_run")
+    run(compose_train("model.loops=2", "logger=none"), run_dir=run_dir)
+    return run_dir
+
+
+def test_eval_py_re_evaluates_a_fixed_loop_run_under_the_linear_rule(fixed_run):
+    from lengen.reeval import evaluate_run
+
+    results = evaluate_run([f"run={fixed_run}", "model.loop_rule=linear", "tag=linear"])
+    rows = results["eval"]
+    train_tokens = next(r["max_position"] for r in rows if r["length"] == results["train_len"])
+    assert [row["loops"] for row in rows] == [
+        math.ceil(2 * row["max_position"] / train_tokens) for row in rows
+    ]
+
+
+def test_eval_py_refuses_to_drop_the_loop_of_a_looped_checkpoint_in_one_line(fixed_run):
+    from lengen.reeval import evaluate_run
+
+    with pytest.raises(ConfigError) as refused:
+        evaluate_run([f"run={fixed_run}", "model.loops=1", "tag=unlooped"])
+    message = str(refused.value)
+    assert "holds a different model" in message and "\n" not in message
