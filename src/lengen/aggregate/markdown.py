@@ -7,7 +7,8 @@ import pandas as pd
 
 from lengen.aggregate.literature import paper_ratio_section
 from lengen.aggregate.load import DESCRIBED
-from lengen.aggregate.stats import RANKING_COLUMNS, TABLE, Summary, ranking_columns
+from lengen.aggregate.ranking import RANKING_COLUMNS, TABLE, ranking_columns
+from lengen.aggregate.stats import Summary
 from lengen.aggregate.verdicts import verdict_section
 from lengen.identity import AVERAGED_MAY_DIFFER
 from lengen.results import LM_FALLBACK_METRIC, METRIC_DIRECTIONS, ratio_key, results_name

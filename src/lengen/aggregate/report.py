@@ -12,12 +12,12 @@ from lengen.aggregate.extension import EXTENSION_COLUMNS, extension_rows
 from lengen.aggregate.literature import PAPER_RATIO_COLUMNS, paper_ratio_rows
 from lengen.aggregate.load import DESCRIBED
 from lengen.aggregate.markdown import format_extension, format_markdown, run_names
+from lengen.aggregate.ranking import ranking_columns
 from lengen.aggregate.stats import (
     RATIO_COLUMNS,
     SUMMARY_COLUMNS,
     Summary,
     aggregate,
-    ranking_columns,
 )
 from lengen.aggregate.verdicts import verdicts_json
 from lengen.atomic import atomic_write
