@@ -295,3 +295,21 @@ def test_eval_py_refuses_to_drop_the_loop_of_a_looped_checkpoint_in_one_line(fix
         evaluate_run([f"run={fixed_run}", "model.loops=1", "tag=unlooped"])
     message = str(refused.value)
     assert "holds a different model" in message and "\n" not in message
+
+
+def test_the_linear_rule_on_a_grid_is_refused_in_one_line():
+    from lengen.build import build
+
+    cfg = compose_train("data=grid_locate", "model=encoder", "pe=sinusoidal", "model.loops=2",
+                        "model.loop_rule=linear")  # fmt: skip
+    with pytest.raises(ConfigError) as refused:
+        build(cfg)
+    message = str(refused.value)
+    assert message.startswith("model.loop_rule=linear") and "\n" not in message
+
+
+def test_a_fixed_loop_count_serves_a_grid():
+    from lengen.build import build
+
+    data, net, _ = build(compose_train("data=grid_locate", "model=encoder", "model.loops=2"))
+    assert torch.isfinite(net(**data.train_batch(0)["inputs"])).all()
