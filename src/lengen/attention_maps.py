@@ -26,9 +26,11 @@ import lengen.model.attention as attention_module
 from lengen.evaluation.attention import (
     attention_weights,
     layer_names,
+    options_weights,
     own_attention_weights,
     weights_unavailable,
 )
+from lengen.model import block_options
 
 #: layer_names lives with the weights (below this module's layer); it stays importable from here
 __all__ = ["MAX_MAP_LENGTH", "analyse_run", "grid_attention_distance", "layer_names"]
@@ -66,7 +68,8 @@ def recording_attention():
     """Within the block, every positional self-attention call appends its weights to the list
     this yields, in call order (stack by stack, layer by layer). Encodings that compute
     attention themselves keep their own kernel; their weights are formed from it with one-hot
-    values (``own_attention_weights``), or the call is refused where they would be too many."""
+    values (``own_attention_weights``), or the call is refused where they would be too many;
+    so are those of layers whose block options change the weights (``options_weights``)."""
     recorded: list[Tensor] = []
     original = attention_module.attend
 
@@ -83,11 +86,23 @@ def recording_attention():
             recorded.append(weights.detach().cpu())
         return output
 
+    original_options = block_options.attend_with_options
+
+    def recording_options(q, k, v, extra, options, **kwargs):
+        # block options that change the weights (sinks, key biases, sigmoid): their own path
+        weights = options_weights(original_options, q, k, extra, options, kwargs)
+        if isinstance(weights, str):
+            raise ValueError(f"length: {weights}")
+        recorded.append(weights.cpu())
+        return original_options(q, k, v, extra, options, **kwargs)
+
     attention_module.attend = recording
+    block_options.attend_with_options = recording_options
     try:
         yield recorded
     finally:
         attention_module.attend = original
+        block_options.attend_with_options = original_options
 
 
 @torch.no_grad()

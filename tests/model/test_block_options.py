@@ -321,3 +321,19 @@ def test_the_parameter_estimate_grows_by_what_the_option_adds(option):
         return sum(p.numel() for p in model.parameters())
 
     assert estimate(**KEYS[option]) - estimate() == built(**KEYS[option]) - built()
+
+
+@pytest.mark.parametrize("option", ["sinks", "kv_bias", "sigmoid"])
+def test_attention_maps_show_the_weights_the_options_give(option):
+    """``lengen.attention_maps.record_attention`` records one map per layer under the options,
+    the sequence's keys' weights as the formula gives them (layer 0 re-derived here)."""
+    from lengen.attention_maps import record_attention
+
+    model = _model(option, "rope")
+    tokens = torch.randint(0, 11, (2, 9))
+    maps = record_attention(model, {"tokens": tokens})
+    block = model.stack.blocks[0]
+    x = block.norm_attn(model.stack.pe.embed(model.embed(tokens), torch.arange(9)))
+    expected = reference(block.attn, model.stack.pe, x, OPTIONS[option], weights_only=True)
+    assert len(maps) == 2
+    assert_close(maps[0].double(), expected, atol=1e-6, rtol=1e-6)

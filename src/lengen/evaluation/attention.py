@@ -289,12 +289,22 @@ def recording_statistics(max_block_elements: int = MAX_BLOCK_ELEMENTS):
 
 
 def _options_statistics(attend_options, q, k, extra, options, kwargs):
-    """The statistics of a layer whose block options change the weights (learned sinks, key
-    biases, sigmoid attention; ``lengen.model.block_options``), or why there are none. Its
-    output is linear in v with weights that do not depend on v once the extra columns' values
-    are zero, so one-hot values give the weights over the sequence's keys, as for encodings
-    that attend themselves (``own_attention_weights``): what a sink or a key bias takes is
-    missing from them, so they sum to less than 1, and sigmoid's need not sum to 1."""
+    """The statistics of a layer whose block options change the weights, or why there are
+    none (``options_weights``)."""
+    weights = options_weights(attend_options, q, k, extra, options, kwargs)
+    if isinstance(weights, str):
+        return weights
+    return statistics_of_weights(weights, kwargs.get("pe"), kwargs["causal"])
+
+
+def options_weights(attend_options, q, k, extra, options, kwargs) -> Tensor | str:
+    """Weights (B, H, Tq, Tk) fp32 of a layer whose block options change them (learned sinks,
+    key biases, sigmoid attention; ``lengen.model.block_options``), or why they cannot be
+    formed. Its output is linear in v with weights that do not depend on v once the extra
+    columns' values are zero, so one-hot values give the weights over the sequence's keys, as
+    for encodings that attend themselves (``own_attention_weights``): what a sink or a key bias
+    takes is missing from them, so they sum to less than 1, and sigmoid's need not sum to 1.
+    ``attend_options``: ``block_options.attend_with_options``; ``kwargs``: the layer's call's."""
     batch, heads, q_len, _ = q.shape
     size = batch * heads * q_len * k.shape[2]
     if size > MAX_OWN_WEIGHTS:
@@ -309,8 +319,7 @@ def _options_statistics(attend_options, q, k, extra, options, kwargs):
                                                                            v.shape[-1]))  # fmt: skip
         return attend_options(q, k, v, muted, options, **kw)
 
-    weights = own_attention_weights(silent, q, k, **kwargs)  # (B, H, Tq, Tk)
-    return statistics_of_weights(weights, kwargs.get("pe"), kwargs["causal"])
+    return own_attention_weights(silent, q, k, **kwargs)  # (B, H, Tq, Tk)
 
 
 def layer_names(model: torch.nn.Module) -> list[str]:

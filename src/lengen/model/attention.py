@@ -11,7 +11,7 @@ Block options (``model.attn_gate``, ``attn_sinks``, ``kv_bias``, ``qk_norm``, ``
 ``lengen.model.block_options``) act on self-attention only: QK-norm before the rotation, the
 gate after attention; sinks, key biases and sigmoid attention change the weights and go
 through ``block_options.attend_with_options``, looked up at every call as well: the
-diagnostics recorder (``lengen.evaluation.attention``) swaps it too; attention maps do not yet.
+diagnostics recorder (``lengen.evaluation.attention``) and ``lengen.attention_maps`` swap it too.
 All off, the layer is the plain one, module for module and operation for operation.
 """
 
