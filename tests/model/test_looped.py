@@ -165,6 +165,33 @@ def test_cached_decoding_equals_the_full_pass_of_a_looped_model(rule):
     assert_close(torch.cat(steps, dim=1), net(tokens))
 
 
+def test_cached_decoding_of_a_looped_hybrid_keeps_a_state_per_loop():
+    net = small(loops=2, loop_rule="linear", mixers=["gla", "attention"]).eval()
+    tokens = torch.randint(0, 7, (2, 10), generator=torch.Generator().manual_seed(8))
+    cache = net.new_cache(tokens.shape[1])
+    steps = [net.decode(tokens[:, :3], cache)]
+    steps += [net.decode(tokens[:, t : t + 1], cache) for t in range(3, 10)]
+    assert_close(torch.cat(steps, dim=1), net(tokens))
+
+
+def test_cached_decoding_of_a_looped_encoder_decoder_equals_its_full_pass():
+    from lengen.model import EncoderDecoder
+
+    torch.manual_seed(0)
+    factory = functools.partial(NoPE, train_positions=TRAIN_TOKENS)
+    net = EncoderDecoder(pe=factory, vocab_size=7, **SIZES, loops=2, loop_rule="linear").eval()
+    generator = torch.Generator().manual_seed(9)
+    src, tgt = (
+        torch.randint(0, 7, (2, 9), generator=generator),
+        torch.randint(0, 7, (2, 8), generator=generator),
+    )
+    cache = net.new_cache(tgt.shape[1], src)
+    steps = [net.decode(tgt[:, :2], cache)] + [
+        net.decode(tgt[:, t : t + 1], cache) for t in range(2, 8)
+    ]
+    assert_close(torch.cat(steps, dim=1), net(src, tgt))
+
+
 def test_under_the_linear_rule_the_count_is_length_global():
     # what docs/models.md says: the output at t depends on the total length (more loops)
     net = small(loops=2, loop_rule="linear").eval()
