@@ -163,3 +163,9 @@ def test_the_size_estimate_bounds_the_coefficients():
     pe = build(n_layers=3, floor_ratio=0.0, form="paper")  # every pair mixed: the largest case
     estimate = pe.cfg.parameter_sizes(pe.context)["model.d_model"]
     assert estimate >= sum(buffer.numel() for buffer in pe.buffers())
+
+
+def test_a_floor_above_every_frequency_keeps_the_fastest_and_pe_info_says_so():
+    pe = build(train_positions=5)  # 2π/5 > θ_0 = 1: every frequency under the floor
+    assert (pe.derived.frequencies, pe.mixed_pairs) == (1, 1)
+    assert pe.describe()["floor"].startswith("above every frequency")

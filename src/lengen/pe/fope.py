@@ -33,6 +33,9 @@ z_m(i) conj(z_m(j)) holds cross terms e^{i(θ_d i − θ_e j)} of two frequencie
 functions of i − j; nor is a pair with C ≠ S a rotation. Only the noise-free coefficients
 (gain 0, the paper's form) are relative. Pairs clipped to zero are position-free exactly.
 
+A floor above every frequency (L < 2π / θ_0 ≈ 6.3 positions at ``floor_ratio`` 1) would
+clip them all and leave NoPE; the fastest frequency θ_0 is kept then, and ``pe_info`` says so.
+
 The coefficients are buffers (or parameters), saved in checkpoints, drawn from the global RNG
 at construction (the run's seed); the waves are computed in fp32, autocast off.
 """
@@ -185,6 +188,10 @@ class FoPE(PositionalEncoding):
         info = self.cfg.changed()
         if self.cfg.floor_ratio > 0 and self.floor == 0:
             info["floor"] = "none: built without a training length, so nothing is clipped"
+        if self.derived.kept_fastest:
+            info["floor"] = (
+                "above every frequency (training shorter than 2π positions): the fastest kept"
+            )
         info.update(
             floor_frequency=self.floor,
             basis_frequencies=self.derived.frequencies,

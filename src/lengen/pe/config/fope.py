@@ -36,6 +36,8 @@ class FopeSizes(NamedTuple):
     floor: float  # ω_floor, 0 without clipping
     frequencies: int  # D: the frequencies of the Fourier basis (those that reach the floor)
     mixed_pairs: int  # P: pairs that carry a Fourier series; the other hd/2 − P are constant
+    #: the floor clipped every frequency (L < 2π / θ_0 ≈ 6.3 positions), so θ_0 was kept
+    kept_fastest: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,11 +64,15 @@ class FoPEConfig(EncodingConfig):
         # clip below: nothing is clipped, and ``describe`` says so (``lengen.pe.fope``)
         floor = fope_floor(self.floor_ratio, length)
         frequencies = kept_frequencies(context.head_dim, self.base, floor)
+        # a floor above the fastest frequency (θ_0 = 1 rad per position: L < 6.3 at ratio 1)
+        # would clip them all and leave NoPE under FoPE's name; the fastest is kept instead
+        kept_fastest = frequencies == 0
+        frequencies = max(frequencies, 1)
         # the reference mixes the kept frequencies into at most a quarter of the head's
         # dimensions (``output_dim = min(input_dim, head_dim // 4)``); the paper, every pair
         quarter = min(frequencies, context.head_dim // 4)
         mixed = quarter if self.form == "reference" else frequencies
-        return FopeSizes(floor, frequencies, mixed)
+        return FopeSizes(floor, frequencies, mixed, kept_fastest)
 
     def parameter_sizes(self, context: EncodingContext) -> dict[str, int]:
         # the coefficients (buffers, or parameters when learnable): per layer and head a
