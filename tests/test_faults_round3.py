@@ -37,11 +37,11 @@ CASES = [
 
 
 def train(arguments: str) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """-> (the finished process, what it left in its folder: its current directory too)."""
+    """-> (the finished process, what it left in its folder, its current directory: a single
+    run writes under results/ there by default, as the trial's commands did)."""
     with tempfile.TemporaryDirectory() as folder:
         result = run_train(
             *arguments.split(),
-            f"hydra.run.dir={folder}/run",
             f"hydra.sweep.dir={folder}/sweep",
             cwd=Path(folder),
             timeout=120,

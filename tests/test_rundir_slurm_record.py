@@ -11,11 +11,3 @@ def test_a_record_of_bytes_that_are_no_text_is_not_this_jobs(tmp_path, monkeypat
     monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
     (tmp_path / SLURM_JOB).write_bytes(b"\xff\xfe\x80garbage")
     assert requeued_job(tmp_path) is None
-
-
-def test_the_jobs_own_record_is_found(tmp_path, monkeypatch):
-    monkeypatch.setenv("SLURM_JOB_ID", "42")
-    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
-    monkeypatch.delenv("SLURM_CLUSTER_NAME", raising=False)
-    (tmp_path / SLURM_JOB).write_text("/42\n")
-    assert requeued_job(tmp_path) == "/42"

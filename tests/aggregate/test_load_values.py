@@ -40,12 +40,6 @@ def test_a_metric_outside_its_range_fails_the_run_naming_it(tmp_path, key, value
     assert (run.status, run.reason) == ("failed", reason)
 
 
-def test_nan_and_an_infinite_perplexity_are_values_runs_write(tmp_path):
-    run_dir = write_run(tmp_path, "r", ppl={4: 3.0, 8: 5.0})
-    _damage(run_dir, lambda results: results["eval"][1].update({"ppl": math.inf, "loss": math.nan}))
-    assert _the_run(tmp_path).status == "ok"
-
-
 def test_a_section_that_is_no_object_fails_the_run_naming_it(tmp_path):
     write_run(tmp_path, "r", accuracy={4: 1.0}, extra={"attention_diagnostics": "garbage"})
     run = _the_run(tmp_path)
