@@ -281,6 +281,17 @@ def test_a_looped_model_trains_and_evaluates_through_hydra_keys(tmp_path):
     assert [row["loops"] for row in results["eval"]] == expected and max(expected) > 2
 
 
+def test_attention_diagnostics_of_a_looped_model_are_its_last_loops(fixed_run):
+    import json
+
+    section = json.loads((fixed_run / "results.json").read_text())["attention_diagnostics"]
+    assert section["lengths"] and set(next(iter(section["lengths"].values()))["layers"]) == {
+        "0",
+        "1",
+    }
+    assert any(note.startswith("looped depth") for note in section["skipped"])
+
+
 # -- results rows ---------------------------------------------------------------------------------
 def test_a_row_of_a_looped_model_records_its_loop_count():
     from lengen.model.looped import loop_facts

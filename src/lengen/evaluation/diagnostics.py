@@ -29,6 +29,7 @@ from lengen.evaluation.attention import (
     recording_statistics,
 )
 from lengen.measure import is_out_of_memory
+from lengen.model.looped import loop_facts
 from lengen.pe.base import PositionalEncoding
 
 #: digits kept in results.json: enough to compare lengths, compact at 8 heads × 12 layers
@@ -109,6 +110,14 @@ def attention_diagnostics(data, model, lengths: list[int], *, samples: int, eval
                         raise
                     section["skipped"].append(f"length {length}: out of memory")
                     continue
+                # a looped stack attends once per loop: the last loop's calls, which make
+                # the output, are its layers' (lengen.model.looped)
+                loops = loop_facts(model, looked_at_tokens(inputs)).get("loops", 1)
+                if loops > 1 and len(recorded) == loops * len(names):
+                    recorded = recorded[-len(names) :]
+                    section["skipped"].append(
+                        "looped depth: each layer's statistics are its last loop's (earlier loops unrecorded)"
+                    )
                 layers, note = _per_layer(recorded, names)
                 if note:  # the same at every length: said once
                     section["skipped"].append(note)
@@ -141,6 +150,11 @@ def sink_rate(recorded: list, epsilon: float = SINK_EPSILON) -> float | None:
         if value is not None
     ]
     return _rounded(sum(value > epsilon for value in heads) / len(heads)) if heads else None
+
+
+def looked_at_tokens(inputs: dict) -> int:
+    """Tokens per instance of a diagnostics batch (its longest token input)."""
+    return max(value.shape[1] for key, value in inputs.items() if key != "positions")
 
 
 def _per_layer(recorded: list, names: list[str]) -> tuple[dict, str | None]:
