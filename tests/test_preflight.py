@@ -248,7 +248,11 @@ def test_several_nodes_with_nothing_to_start_them_are_refused(monkeypatch):
 
 
 def test_several_nodes_in_a_slurm_job_start(monkeypatch):
-    monkeypatch.setenv("SLURM_NTASKS", "2")
+    # what srun gives each of the job's tasks (the first, here); without these the command was
+    # not started by srun and is refused (tests/test_signal_waits.py)
+    srun = {"SLURM_NTASKS": "2", "SLURM_NODEID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0"}
+    for name, value in {**srun, "SLURM_NTASKS_PER_NODE": "1"}.items():
+        monkeypatch.setenv(name, value)
     cfg = compose_train("trainer.num_nodes=2", "trainer.accelerator=cpu")
     preflight.check_launch(cfg, sweeping=False, cluster=False)
 
