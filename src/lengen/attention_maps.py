@@ -31,6 +31,7 @@ from lengen.evaluation.attention import (
     weights_unavailable,
 )
 from lengen.model import block_options
+from lengen.model.looped import last_loop
 
 #: layer_names lives with the weights (below this module's layer); it stays importable from here
 __all__ = ["MAX_MAP_LENGTH", "analyse_run", "grid_attention_distance", "layer_names"]
@@ -121,7 +122,7 @@ def record_attention(model: torch.nn.Module, inputs: dict) -> list[Tensor]:
             model(**inputs)
     finally:
         model.train(was_training)
-    return recorded
+    return last_loop(model, recorded, longest)  # a looped model: its last loop's maps
 
 
 def map_refusal(model: torch.nn.Module, inputs: dict, length: int, samples: int) -> str | None:

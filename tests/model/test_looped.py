@@ -351,3 +351,10 @@ def test_a_fixed_loop_count_serves_a_grid():
 
     data, net, _ = build(compose_train("data=grid_locate", "model=encoder", "model.loops=2"))
     assert torch.isfinite(net(**data.train_batch(0)["inputs"])).all()
+
+
+def test_attention_maps_of_a_looped_model_are_one_per_layer(fixed_run, tmp_path):
+    from lengen.attention_maps import analyse_run
+
+    report = analyse_run(fixed_run, 32, out_dir=tmp_path, samples=2, formats=("png",))
+    assert report["layers"] == ["0", "1"] and len(report["mean_attention_distance"]) == 2

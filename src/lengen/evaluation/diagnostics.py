@@ -29,7 +29,7 @@ from lengen.evaluation.attention import (
     recording_statistics,
 )
 from lengen.measure import is_out_of_memory
-from lengen.model.looped import loop_facts
+from lengen.model.looped import last_loop
 from lengen.pe.base import PositionalEncoding
 
 #: digits kept in results.json: enough to compare lengths, compact at 8 heads × 12 layers
@@ -110,13 +110,13 @@ def attention_diagnostics(data, model, lengths: list[int], *, samples: int, eval
                         raise
                     section["skipped"].append(f"length {length}: out of memory")
                     continue
-                # a looped stack attends once per loop: the last loop's calls, which make
-                # the output, are its layers' (lengen.model.looped)
-                loops = loop_facts(model, looked_at_tokens(inputs)).get("loops", 1)
-                if loops > 1 and len(recorded) == loops * len(names):
-                    recorded = recorded[-len(names) :]
+                # a looped stack attends once per loop: its layers' are the last loop's calls
+                last = last_loop(model, recorded, looked_at_tokens(inputs))
+                if len(last) < len(recorded):
+                    recorded = last
                     section["skipped"].append(
-                        "looped depth: each layer's statistics are its last loop's (earlier loops unrecorded)"
+                        "looped depth: each layer's statistics are its last loop's (earlier "
+                        "loops unrecorded)"
                     )
                 layers, note = _per_layer(recorded, names)
                 if note:  # the same at every length: said once

@@ -115,3 +115,13 @@ def loop_facts(model: nn.Module, tokens: int) -> dict:
     they were, nor for an encoder–decoder, whose two stacks see sequences of other lengths."""
     looped = [module for module in model.modules() if isinstance(module, Looped)]
     return {"loops": looped[0].loops_at(tokens)} if len(looped) == 1 else {}
+
+
+def last_loop(model: nn.Module, calls: list, tokens: int) -> list:
+    """Of the attention calls recorded over one pass of ``tokens`` tokens, those of the last
+    loop (a looped stack attends once per loop; the last loop makes the output), in call order;
+    every call for an unlooped model. What attention diagnostics and maps show per layer."""
+    loops = loop_facts(model, tokens).get("loops", 1)
+    if loops > 1 and len(calls) % loops == 0:
+        return calls[len(calls) - len(calls) // loops :]
+    return calls
