@@ -160,3 +160,11 @@ def test_the_size_estimate_counts_every_canon_weight():
 
     # per layer 4 taps on A 16 + B 48 + C 16 + D 24 channels
     assert estimate("ABCD") - estimate("") == 3 * 4 * (16 + 48 + 16 + 24)
+
+
+def test_canon_b_without_an_attention_layer_is_refused_naming_the_key():
+    from lengen.model.config import DecoderOnlyConfig
+
+    config = DecoderOnlyConfig.from_keys({"canon": "AB", "mixer": "gla"}, owner="DecoderOnly")
+    with pytest.raises(ValueError, match=r"^model\.canon=AB: B acts on attention's q, k, v"):
+        config.check()

@@ -45,3 +45,14 @@ def canon_parameters(points: str, d_model: int, d_ff: int) -> tuple[int, int]:
     widths = {"A": d_model, "B": 3 * d_model, "C": d_model}
     by_d_model = sum(widths[point] for point in points if point in widths)
     return CANON_KERNEL * by_d_model, CANON_KERNEL * d_ff * ("D" in points)
+
+
+def check_canon_reaches(points: str, attends: list[bool]) -> None:
+    """Refuse B (on attention's q, k, v) in a stack where no layer attends (``attends``: each
+    layer's, as the mixers cycle), where it would change nothing."""
+    if "B" in points and not any(attends):
+        raise ValueError(
+            f"model.canon={points}: B acts on attention's q, k, v and no layer attends "
+            f"(model.mixer / model.mixers: every layer recurrent), so it would change nothing; "
+            f"allowed: A, C, D, or an attention layer"
+        )

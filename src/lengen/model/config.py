@@ -18,8 +18,14 @@ from lengen.model.block_config import (
     check_attention_options,
     option_parameters,
 )
-from lengen.model.canon_config import canon_parameters, canon_points
-from lengen.model.mixers.config.base import MixerPlan, mixer_entries, mixer_entry, plan_mixers
+from lengen.model.canon_config import canon_parameters, canon_points, check_canon_reaches
+from lengen.model.mixers.config.base import (
+    MixerPlan,
+    layer_plans,
+    mixer_entries,
+    mixer_entry,
+    plan_mixers,
+)
 from lengen.schema import Config, flag, integer, interval, one_of, option
 
 #: ``model.attention``: ``auto`` picks among SDPA paths (``lengen.model.kernels``); ``flex``
@@ -92,6 +98,9 @@ class ModelConfig(Config):
         check_heads(self.d_model, self.n_heads)
         check_attention_options(self)  # model.attn_gate, attn_sinks, … (block_config)
         plans = self.mixer_plans()
+        if "B" in self.canon:  # (layer_plans warns of a short stack: only when it matters)
+            attends = [not plan.recurrent for plan in layer_plans(plans, self.n_layers)]
+            check_canon_reaches(self.canon, attends)
         recurrent = next((plan.name for plan in plans if plan.recurrent), None)
         if recurrent is not None and not all(self.stacks):
             key = "model.mixers" if self.mixers is not None else "model.mixer"
