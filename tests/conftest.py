@@ -70,3 +70,13 @@ def corpus(tmp_path) -> tuple[Path, Path]:
     train.write_text("".join(line + "\n" for line in corpus_lines(300, 0)), encoding="utf-8")
     valid.write_text("".join(line + "\n" for line in corpus_lines(60, 1)), encoding="utf-8")
     return train, valid
+
+
+@pytest.fixture(params=["looped", "vmapped"])
+def pack_strategy(request, monkeypatch):
+    """Both ways a pack trains its members (``lengen.pack.engine.LOOPED``): looped, a CPU's
+    default, and vmapped, a GPU's, here forced on the CPU so that CI tests the GPU's path."""
+    from lengen.pack import engine
+
+    monkeypatch.setattr(engine, "LOOPED", {"cpu": request.param == "looped"})
+    return request.param

@@ -42,18 +42,10 @@ def solo_losses(cfg) -> list[float]:
     return losses
 
 
-@pytest.fixture(params=["looped", "vmapped"])
-def strategy(request, monkeypatch):
-    """Both ways a pack trains its members (``lengen.pack.engine.LOOPED``): looped, a CPU's
-    default, and vmapped, a GPU's, here forced on the CPU so that CI tests the GPU's path."""
-    from lengen.pack import engine
-
-    monkeypatch.setattr(engine, "LOOPED", {"cpu": request.param == "looped"})
-    return request.param
-
-
 @pytest.mark.parametrize("pe", yaml_choices("pe"))
-def test_every_encoding_packs_or_is_refused_naming_its_key(pe, strategy, tmp_path, single_thread):
+def test_every_encoding_packs_or_is_refused_naming_its_key(
+    pe, pack_strategy, tmp_path, single_thread
+):
     cfgs = [small(*FEW, f"pe={pe}", f"seed={seed}") for seed in (0, 1)]
     refusal = pack_refusal(cfgs[0])
     if refusal is not None:

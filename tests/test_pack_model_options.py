@@ -11,7 +11,7 @@ import torch
 from helpers import yaml_choices
 from lengen.pack import pack_refusal, train_pack
 from test_pack import losses, small
-from test_pack_encodings import FEW, solo_losses, strategy  # noqa: F401 - the fixture
+from test_pack_encodings import FEW, solo_losses
 
 #: one setting of each option that is not a mixer yaml (configs/model/decoder.yaml's keys)
 OPTIONS = [
@@ -29,7 +29,7 @@ MIXERS = [(f"model.mixer={name}", "pe=nope") for name in yaml_choices("model/mix
 
 @pytest.mark.parametrize("overrides", OPTIONS + MIXERS, ids=lambda o: " ".join(o))
 def test_every_model_option_packs_or_is_refused_naming_its_key(
-    overrides, strategy, tmp_path, single_thread
+    overrides, pack_strategy, tmp_path, single_thread
 ):
     cfgs = [small(*FEW, *overrides, f"seed={seed}") for seed in (0, 1)]
     refusal = pack_refusal(cfgs[0])
