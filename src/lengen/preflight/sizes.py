@@ -110,6 +110,9 @@ def model_sizes(cfg: DictConfig, axes: int) -> Sizes | None:
     vocab, vocab_key = vocabulary(cfg)
     parameters = model.parameter_sizes(vocab, vocab_key)
     layers, _ = model.layer_counts()
+    # a looped stack (model.loops, fixed or linear: at most K at the training length) keeps
+    # every loop's activations for backward: K times the layers' (weights are tied)
+    layers *= model.loops
     train_positions, eval_positions = positions(cfg, axes)
     train_tokens, eval_tokens = train_positions**axes, eval_positions**axes
     batch = int(cfg.data.batch_size)
