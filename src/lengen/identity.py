@@ -54,6 +54,17 @@ RESUME_MAY_CHANGE = (
 IMPLIED_BEFORE = {
     "pe.start_offset": 0,  # task positions (#31): no random start offset
     "data.task.positions": "index",  # addition (#31): positions 0 … T−1, as before the key
+    # the model's options of #48 and #49 (docs/models.md): at these values, the model as before
+    "model.mixer": "attention",  # every layer attends
+    "model.mixers": None,
+    "model.loops": 1,  # no looped depth
+    "model.loop_rule": "fixed",
+    "model.canon": "",  # no Canon layers
+    "model.attn_gate": "none",
+    "model.attn_sinks": False,
+    "model.kv_bias": False,
+    "model.qk_norm": False,
+    "model.attn_fn": "softmax",
 }
 
 #: Keys a resumed run may also change that stay in ``run_id`` all the same: the directory names
