@@ -17,7 +17,7 @@ import pandas as pd
 import scipy.stats
 
 from lengen.aggregate.load import RunRecord, config_hash, identity, load_runs
-from lengen.aggregate.ranking import rank_pes
+from lengen.aggregate.ranking import rank_pes, ranking_columns
 from lengen.aggregate.verdicts import (
     DEFAULT_TEST_RULE,
     annotate_rows,
@@ -97,6 +97,14 @@ class Summary:
     nan_rows = property(lambda self: [r for r in self.rows if r["n_nan"]])
     table = property(lambda self: pd.DataFrame(self.rows, columns=list(SUMMARY_COLUMNS)))
     ratio_table = property(lambda self: pd.DataFrame(self.ratios, columns=list(RATIO_COLUMNS)))
+
+    @property
+    def ranking_table(self) -> pd.DataFrame:
+        """ranking.csv as a DataFrame, as ``table`` and ``ratio_table`` are summary.csv and
+        ratios.csv: the ranking, then the comparisons left out (``ranking`` stays the list of
+        records it has always been, for code that reads it so)."""
+        columns = list(ranking_columns(self.ratio_thresholds))
+        return pd.DataFrame(self.ranking + self.left_out, columns=columns)
 
 
 def aggregate(
