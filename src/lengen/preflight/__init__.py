@@ -172,18 +172,19 @@ def precheck(arguments: Sequence[str]) -> int | None:
         validate(cfg)
     sweeping = command.sweeping
     where = "hydra.sweep.dir" if sweeping else "hydra.run.dir"
-    if sweeping:  # the launcher's, sweeper's and records folder's refusals (launchers.py)
-        from lengen.preflight.launchers import check_sweep_launch
-
-        check_sweep_launch(
-            command.overrides, command.config_dirs, command.config_name, values.get(where)
-        )
     if values.get(where):
         check_output_dir(where, values[where])
         if sweeping and (pid := sweep_holder(Path(values[where]))) is not None:
             raise ConfigError(sweep_in_use_message(Path(values[where]), pid))
     elif command.config_dirs == (CONFIG_DIR,):  # the default: under results/ of this folder
         check_output_dir(f"{where} (default)", "results/multiruns" if sweeping else "results/runs")
+    if sweeping:  # the launcher's, sweeper's and records folder's refusals (launchers.py),
+        # after check_output_dir: a 300-byte folder name made their stat() raise
+        from lengen.preflight.launchers import check_sweep_launch
+
+        check_sweep_launch(
+            command.overrides, command.config_dirs, command.config_name, values.get(where)
+        )
     # a subdir of the user's: every job's folder resolved; lengen's default: from the trials
     if sweeping and not check_sweep_subdirs(command):
         check_shared_directories(configs)
