@@ -32,15 +32,13 @@ extend: ``check_encoding`` refuses them with these options.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lengen.model.block_config import AttentionOptions
 from lengen.model.blocked import _sdpa_causal_offset
-from lengen.model.kernels import MAX_BIAS_ELEMENTS, choose_kernel
+from lengen.model.kernels import MAX_BIAS_ELEMENTS, scaled_query_and_kernel
 from lengen.pe.base import PositionalEncoding
 
 #: the std of Gu et al.'s key and value biases at initialisation (``model_kv_bias.py``)
@@ -133,21 +131,10 @@ def attend_with_options(
 ) -> Tensor:
     """Attention with extra key columns or a sigmoid: q (B, H, Tq, hd), k and v (B, H, Tk, hd)
     -> (B, H, Tq, hd); the queries are the last Tq of the keys. ``extra``: ``extra_keys``."""
-    scale = pe.query_scale(q.shape[2], k.shape[2], causal, q.device)
-    if isinstance(scale, Tensor):  # (Tq,) or (H, Tq): scaling q's rows scales its logits
-        q = (q.float() * scale[..., None]).to(q.dtype)
-        scale = 1.0
-    scale = scale / math.sqrt(q.shape[-1])
-    path = choose_kernel(
-        pe,
-        kernel,
-        training=torch.is_grad_enabled() and q.requires_grad,
-        device_type=q.device.type,
-        dropout=dropout_p,
-        positions=(q_positions, k_positions),
-        square=q.shape[2] == k.shape[2],
-        keys=k.shape[2],
-    )
+    q, scale, path = scaled_query_and_kernel(
+        q, k, causal=causal, pe=pe, q_positions=q_positions, k_positions=k_positions,
+        dropout_p=dropout_p, kernel=kernel,
+    )  # fmt: skip
     if options.fn == "softmax" and path == "sdpa" and not pe.local:
         return extra_key_attention(q, k, v, extra, causal=causal, scale=scale, dropout_p=dropout_p)
     return math_attention(

@@ -83,6 +83,38 @@ FLEX_AUTO_KEYS = 2048
 MAX_BIAS_ELEMENTS = 1 << 24
 
 
+def scaled_query_and_kernel(
+    q: Tensor,
+    k: Tensor,
+    *,
+    causal: bool,
+    pe: PositionalEncoding | None,
+    q_positions: Tensor | None,
+    k_positions: Tensor | None,
+    dropout_p: float,
+    kernel: str,
+) -> tuple[Tensor, float, str]:
+    """What every attention path starts from: q (B, H, Tq, hd) with the encoding's per-query
+    scale folded into its rows, the logits' float scale (``pe.query_scale / sqrt(hd)``) and the
+    path ``choose_kernel`` picks for these shapes (``attend``, ``lengen.model.block_options``)."""
+    scale = pe.query_scale(q.shape[2], k.shape[2], causal, q.device) if pe is not None else 1.0
+    if isinstance(scale, Tensor):  # (Tq,) per query, or (H, Tq) per head (SSMax); PE docs
+        q = (q.float() * scale[..., None]).to(q.dtype)  # scaling q row i scales its logits
+        scale = 1.0
+    scale = scale / math.sqrt(q.shape[-1])
+    path = choose_kernel(
+        pe,
+        kernel,
+        training=torch.is_grad_enabled() and q.requires_grad,
+        device_type=q.device.type,
+        dropout=dropout_p,
+        positions=(q_positions, k_positions),
+        square=q.shape[2] == k.shape[2],
+        keys=k.shape[2],
+    )
+    return q, scale, path
+
+
 def attend(
     q: Tensor,
     k: Tensor,
@@ -120,21 +152,10 @@ def attend(
             k_positions=k_positions, dropout_p=dropout_p, max_bias_elements=max_bias_elements,
             kernel=kernel, q_state=q_state, k_state=k_state,
         )[..., :width]  # fmt: skip
-    scale = pe.query_scale(q.shape[2], k.shape[2], causal, q.device) if pe is not None else 1.0
-    if isinstance(scale, Tensor):  # (Tq,) per query, or (H, Tq) per head (SSMax); PE docs
-        q = (q.float() * scale[..., None]).to(q.dtype)  # scaling q row i scales its logits
-        scale = 1.0
-    scale = scale / math.sqrt(q.shape[-1])
-    path = choose_kernel(
-        pe,
-        kernel,
-        training=torch.is_grad_enabled() and q.requires_grad,
-        device_type=q.device.type,
-        dropout=dropout_p,
-        positions=(q_positions, k_positions),
-        square=q.shape[2] == k.shape[2],
-        keys=k.shape[2],
-    )
+    q, scale, path = scaled_query_and_kernel(
+        q, k, causal=causal, pe=pe, q_positions=q_positions, k_positions=k_positions,
+        dropout_p=dropout_p, kernel=kernel,
+    )  # fmt: skip
     if path == "encoding":  # FoX, stick-breaking, PaTH: the encoding attends itself
         return pe.attention(
             q, k, v, q_state, k_state, causal=causal, scale=scale, dropout_p=dropout_p
