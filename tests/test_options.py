@@ -10,8 +10,8 @@ import sys
 import pytest
 
 import lengen.model
-from lengen.model.transformer import Stack
 from lengen.model.config import model_config
+from lengen.model.transformer import Stack
 from lengen.pe import NoPE
 
 
