@@ -50,3 +50,19 @@ def test_looped_gradients_equal_vmapped_ones(single_thread):
     torch.testing.assert_close(found[True][0], found[False][0], rtol=0, atol=1e-6)
     for name, grad in found[True][1].items():
         torch.testing.assert_close(grad, found[False][1][name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_a_packs_step_and_evaluations_are_calibrated_under_its_mechanism_too(
+    tmp_path, monkeypatch, single_thread
+):
+    import json
+
+    from lengen.estimate import mechanism_key
+
+    monkeypatch.setenv("LENGEN_CACHE_DIR", str(tmp_path / "cache"))
+    cfgs = [small(*STEPS, "trainer.max_steps=120", f"seed={seed}") for seed in (0, 1)]
+    train_pack(cfgs, [tmp_path / str(seed) for seed in (0, 1)])
+    [machine] = json.loads((tmp_path / "cache" / "timings.json").read_text())["machines"].values()
+    mechanism = mechanism_key(cfgs[0])
+    assert f"train pack · {mechanism}" in machine, sorted(machine)
+    assert f"eval teacher_forced · {mechanism}" in machine, sorted(machine)

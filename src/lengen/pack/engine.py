@@ -414,10 +414,13 @@ def member_costs(member: Member, device):
     """(Estimate, one member's step FLOPs, its evaluation FLOPs, protocol): what this machine's
     calibration is asked and told, as ``RunTiming`` does for a solo run."""
     from lengen.caches import calibration_file
+    from lengen.estimate import mechanism_key
     from lengen.progress import Estimate, eval_flops, machine_key, train_step_flops
 
     cfg, data, model = member.cfg, member.data, member.model
-    estimate = Estimate(calibration_file(), machine_key(device.type, 1), device.type)
+    # keyed by the mechanism too, as a solo run's (lengen.train): FLOPs alone miss PaTH's step
+    machine = machine_key(device.type, 1)
+    estimate = Estimate(calibration_file(), machine, device.type, mechanism_key(cfg))
     n_params = sum(p.numel() for p in model.parameters())
     sizes = (n_params, int(cfg.model.n_layers), int(cfg.model.d_model))
     step = train_step_flops(*sizes, data.batch_size, data.sequence_length(data.train_len))
