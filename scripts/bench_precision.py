@@ -106,6 +106,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeats", type=int, default=1, help="runs of each precision")
     parser.add_argument("--force", action="store_true", help="train bf16 without bf16 flags")
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument(
+        "--d-model", type=int, default=None,
+        help="model width instead of the default size's (d_ff = 4x, one head per 32 channels)",
+    )
     parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # tests
     args = parser.parse_args(argv)
     if args.steps < LOSS_STEPS or args.threads < 1 or args.repeats < 1:
@@ -113,8 +117,13 @@ def main(argv: list[str] | None = None) -> dict:
             f"--steps must be >= {LOSS_STEPS}, --threads and --repeats >= 1; got --steps "
             f"{args.steps} --threads {args.threads} --repeats {args.repeats}"
         )
+    if args.d_model is not None and (args.d_model < 32 or args.d_model % 32):
+        raise SystemExit(f"--d-model must be a multiple of 32, at least 32; got {args.d_model}")
     torch.set_num_threads(args.threads)
-    sizes = bench.SIZES
+    sizes = dict(bench.SIZES)
+    if args.d_model is not None:
+        # wider matmuls are where bf16 (AMX) could pay on a CPU: the default size is small
+        sizes.update(d_model=args.d_model, d_ff=4 * args.d_model, n_heads=args.d_model // 32)
     if args.tiny:
         sizes = dict(vocab=32, d_model=16, n_layers=1, n_heads=2, d_ff=32, seq=8, batch=2)
     flags = cpu_flags()

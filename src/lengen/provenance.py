@@ -57,8 +57,8 @@ def cpu_bf16() -> list[str]:
     """Which of ``BF16_FLAGS`` this CPU has (Linux: /proc/cpuinfo; elsewhere none known).
 
     Recorded beside the run's precision (``trainer.precision`` in its config): a CPU run is
-    fp32 whatever the CPU, since bf16 training on one that has them is not yet measured to keep
-    the committed verdicts; this says whether it could have run in bf16 at speed."""
+    fp32 whatever the CPU: on an AMX Xeon, which has them, default-size training under bf16
+    autocast measured 0.77x fp32's speed (docs/benchmarks.md, "bf16 on the CPU")."""
     try:
         with open("/proc/cpuinfo") as file:
             words = set(file.read().split())

@@ -50,6 +50,20 @@ def test_fewer_steps_than_the_loss_window_are_refused():
 
 
 @pytest.mark.slow
+def test_a_width_not_a_multiple_of_32_is_refused():
+    with pytest.raises(SystemExit, match="--d-model must be a multiple of 32"):
+        precision.main(["--d-model", "100"])
+
+
+def test_the_width_option_sizes_the_model_it_records(tmp_path, monkeypatch):
+    monkeypatch.setattr(precision, "cpu_flags", lambda: dict.fromkeys(precision.BF16_FLAGS, False))
+    out = tmp_path / "precision.json"
+    precision.main(["--d-model", "64", "--steps", "10", "--warmup", "0", "--threads", "1",
+                    "--json", str(out)])  # fmt: skip
+    sizes = json.loads(out.read_text())["sizes"]
+    assert (sizes["d_model"], sizes["d_ff"], sizes["n_heads"]) == (64, 256, 2)
+
+
 def test_the_dry_run_goes_through_every_stage_and_brings_back_few_files(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path / "out"), "WORK": str(tmp_path / "work"),
            "PYTHON": str(ROOT / ".venv" / "bin" / "python")}  # fmt: skip
