@@ -14,7 +14,8 @@ says it is a rough guess from the FLOP count at an assumed speed.
 **By mechanism.** FLOPs do not say what a step costs: PaTH's step took 1.5× RoPE's at nearly
 the same FLOPs, and reading one from the other missed by −48 % (issue #52). So every time is
 recorded twice, under the FLOPs alone and under the run's mechanism (``mechanism_key``: the
-encoding's class and the model's, e.g. ``RoPE · DecoderOnly``), and an estimate reads its own
+encoding's class and the model's, e.g. ``RoPE · DecoderOnly``, and the model options that
+change a step's cost where they are not at their defaults, ``· mixer=gla · loops=2``), and an estimate reads its own
 mechanism's entries where this machine has any, the FLOPs-only ones otherwise; the line says
 which (``from RoPE · DecoderOnly runs`` / ``by FLOPs alone: no … run measured here yet``).
 
@@ -94,17 +95,76 @@ def contention(load: float | None) -> float:
     return 1.0 if load is None else max(1.0, float(load))
 
 
+#: the model's options that change what a step costs at the same FLOPs (a recurrent mixer, K
+#: loops of the blocks, Canon's convolutions, the block options): each one set away from its
+#: default is named in the key (``· mixer=gla``); at their defaults the key is as it was before
+#: they existed, so calibration files written then still read. Their defaults are the run ids'
+#: (``lengen.identity.IMPLIED_BEFORE``): the values at which the model is the one before them
+MECHANISM_OPTIONS = (
+    "mixer",
+    "mixers",
+    "loops",
+    "loop_rule",
+    "canon",
+    "attn_gate",
+    "attn_sinks",
+    "kv_bias",
+    "qk_norm",
+    "attn_fn",
+)
+
+
 def mechanism_key(cfg) -> str | None:
     """What a step costs besides its FLOPs: ``<encoding class> · <model class>`` from the
     config's ``pe._target_`` and ``model._target_`` (e.g. ``RoPE · DecoderOnly``), plus the
-    attention kernel where one is forced (``model.attention``); None without both targets."""
+    attention kernel where one is forced (``model.attention``) and each of
+    ``MECHANISM_OPTIONS`` not at its default (``RoPE · DecoderOnly · mixer=gla · loops=2``);
+    None without both targets."""
+    from lengen.identity import IMPLIED_BEFORE
+
     pe, model = cfg.get("pe") or {}, cfg.get("model") or {}
     targets = [str(node.get("_target_") or "") for node in (pe, model)]
     if not all(targets):
         return None
-    key = " · ".join(target.rpartition(".")[2] for target in targets)
+    parts = [target.rpartition(".")[2] for target in targets]
     attention = model.get("attention")
-    return key if attention in (None, "auto") else f"{key} · attention={attention}"
+    if attention not in (None, "auto"):
+        parts.append(f"attention={attention}")
+    for name in MECHANISM_OPTIONS:
+        value, default = _option(model, name), _shown(IMPLIED_BEFORE[f"model.{name}"])
+        if name in model and value != default:
+            parts.append(f"{name}={value}")
+    return " · ".join(parts)
+
+
+def _option(model, name: str) -> str:
+    """``model.<name>`` as the key writes it; Canon's points sorted as its rule sorts them
+    (``[C, A]`` and ``AC`` are one setting), a value its rule refuses as it is."""
+    from lengen.model.canon_config import canon_points
+
+    value = model.get(name)
+    if name == "canon":  # the one option with two spellings of one value
+        with contextlib.suppress(ValueError):
+            value = canon_points("model.canon", value)
+    return _shown(value)
+
+
+def _shown(value) -> str:
+    """An option's value as the key writes it: ``gla``, ``[gla,attention]``, ``true``, and a
+    mixer with options as ``gated_deltanet(negative_eigenvalues=true)`` (``{mixer: gla}``
+    alone is ``gla``), so that equal settings written either way give one key."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "null"
+    if isinstance(value, str | int | float):
+        return str(value)
+    if hasattr(value, "items"):  # a mapping: a mixer with its options
+        items = {str(k): v for k, v in value.items()}
+        name = _shown(items.pop("mixer", "?"))
+        options = ",".join(f"{k}={_shown(v)}" for k, v in sorted(items.items()))
+        return f"{name}({options})" if options else name
+    return "[" + ",".join(_shown(item) for item in value) + "]"  # a list: mixers, canon's letters
 
 
 def train_step_flops(n_params: int, n_layers: int, d_model: int, batch: int, tokens: int) -> float:
