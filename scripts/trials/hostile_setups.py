@@ -1,0 +1,234 @@
+"""What the hostile trial's cases need beyond their table command (scripts/trials/rerun_hostile.py).
+
+The table gives a command per case; some cases also need an environment (faked SLURM or
+torchrun variables), a fixture (a finished run, a damaged copy of one, a small text file), a
+signal at a moment, a full disk or a memory limit. ``FIXTURES`` are bash scripts run once in
+``<tmp>/adv/fx`` ($P: the interpreter, $REPO: the checkout, $FX: the fixture folder);
+``SETUPS`` says per case ID what it needs, or why it cannot be re-run here (``skip``).
+Where the trial used a 6 GB memory cgroup, this uses an address-space limit (``limit_as_gb``,
+as its own case PA15b did): enough to keep a size case from taking the shared machine's memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: a finished debug=fast run's command, ending in its run directory
+FAST_RUN = "$P $REPO/train.py debug=fast 'eval.lengths=[8]' trainer.enable_progress_bar=false"
+#: the trial's $REF run, interrupted by SIGTERM once its first checkpoint exists
+INTERRUPTED = """
+$P $REPO/train.py $REF hydra.run.dir=$FX/interrupted > interrupted.out 2>&1 &
+pid=$!
+until [ -f $FX/interrupted/checkpoints/last.ckpt ] || ! kill -0 $pid 2>/dev/null; do sleep .1; done
+kill -TERM $pid; wait $pid || true
+test -f $FX/interrupted/checkpoints/last.ckpt && test ! -f $FX/interrupted/results.json
+"""
+#: results.json damaged in place, by a Python one-liner's argument: the JSON path's first key
+#: named ``key`` (anywhere in the tree) set to ``value``
+DAMAGE = """$P - "$1" "$2" "$3" <<'EOF'
+import json, sys
+path, key, value = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+data = json.load(open(path))
+def walk(node):
+    if isinstance(node, dict):
+        if key in node:
+            node[key] = value
+            return True
+        return any(walk(v) for v in node.values())
+    if isinstance(node, list):
+        return any(walk(v) for v in node)
+    return False
+assert walk(data), key
+json.dump(data, open(path, "w"))
+EOF
+"""
+
+FIXTURES = {
+    "small": "cat $REPO/README.md $REPO/docs/*.md | head -c 200000 > small.txt",
+    "td": 'mkdir -p td && $P -c "print(chr(10) * 4999)" > td/newlines.txt && mkfifo td/fifo.txt',
+    "fin": f"{FAST_RUN} hydra.run.dir=$FX/fin > fin.out 2>&1 && test -f fin/results.json",
+    "e13b": f"{FAST_RUN} hydra.run.dir=$FX/e13b > e13b.out 2>&1 && test -f e13b/results.json",
+    "fox_nan": f"""{FAST_RUN} pe=fox hydra.run.dir=$FX/fox_nan > fox_nan.out 2>&1
+$P - <<'EOF'
+import torch
+path = "fox_nan/checkpoints/last.ckpt"
+ckpt = torch.load(path, map_location="cpu", weights_only=False)
+for k, v in ckpt["state_dict"].items():
+    if v.is_floating_point():
+        v.fill_(float("nan"))
+torch.save(ckpt, path)
+EOF
+""",
+    "nsweep": "$P $REPO/train.py -m debug=fast 'eval.lengths=[8]' pe=fox,path,stick_breaking,rnope "
+    "trainer.enable_progress_bar=false hydra.sweep.dir=$FX/nsweep > nsweep.out 2>&1",
+    # the trial's damaged copy: results.json truncated (fox), config.yaml truncated (path),
+    # diagnostics a string (stick_breaking), exact_match=inf and accuracy=-5.0 (rnope)
+    "nsw_bad": f"""damage() {{ {DAMAGE} }}
+test -f .built-nsweep && cp -a nsweep nsw_bad
+r=$(ls -d nsw_bad/*_fox_*); head -c 40 $r/results.json > $r/r && mv $r/r $r/results.json
+r=$(ls -d nsw_bad/*_path_*); head -c 40 $r/config.yaml > $r/c && mv $r/c $r/config.yaml
+r=$(ls -d nsw_bad/*_stick_breaking_*); damage $r/results.json attention_diagnostics '"damaged"'
+r=$(ls -d nsw_bad/*_rnope_*); damage $r/results.json exact_match Infinity; damage $r/results.json accuracy -5.0
+""",
+    "sweep_sw8": "$P $REPO/train.py -m pe=rope,alibi seed=0,1 debug=fast 'eval.lengths=[8,16]' "
+    "trainer.enable_progress_bar=false hydra.sweep.dir=$FX/sweep_sw8 > sw8.out 2>&1\n"
+    "r=$(ls -d sweep_sw8/*alibi*seed1*); echo '{broken' > $r/results.json",
+    "interrupted": INTERRUPTED,
+    "rs06": "test -f .built-interrupted && cp -a interrupted rs06 && rm rs06/config.yaml",
+    "rs09": "test -f .built-interrupted && cp -a interrupted rs09 && : > rs09/config.yaml",
+    "sl08": "test -f .built-interrupted && cp -a interrupted sl08 && printf '\\xff\\xfe\\x00bad' > sl08/.slurm_job",
+}
+
+
+@dataclass
+class Setup:
+    """What one case needs (every field optional)."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    fixtures: tuple[str, ...] = ()
+    prep: str = ""  # bash, in the case's folder, before the watched files are hashed
+    after: str = ""  # bash, after the files left are hashed (unmount, remove a filler)
+    command: str = ""  # replaces a command the table cuts short
+    argv: tuple[str, ...] = ()  # the exact words, where shell splitting would change them
+    shell: bool = False  # the command is a shell line (redirections)
+    signal: tuple[str, dict] | None = None  # (name, {"after": s} | {"file": glob, "delay": s})
+    limit: int = 0  # seconds, when not the default
+    limit_as_gb: float = 0.0  # address-space limit (stands for the trial's memory cgroup)
+    skip: str = ""  # why the case cannot be re-run here
+
+
+def _sized(limit_as_gb: float = 8.0) -> Setup:
+    return Setup(limit=150, limit_as_gb=limit_as_gb)
+
+
+#: a tmpfs of 12 MB at $W/t, filled once the run's final checkpoint exists (finding 4)
+FULL_DISK = """mkdir -p t && mount -t tmpfs -o size=12m tmpfs t
+(until [ -f t/run/checkpoints/last.ckpt ]; do sleep .005; done; sleep .3; dd if=/dev/zero of=t/fill bs=64k >/dev/null 2>&1) &
+"""
+UNMOUNT = "rm -f t/fill; cp -a t t.kept 2>/dev/null || true; umount t"
+
+SETUPS = {
+    "SL06b": Setup(
+        env={
+            "WORLD_SIZE": "2",
+            "RANK": "0",
+            "LOCAL_RANK": "0",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "29598",
+        },
+        signal=("SIGTERM", {"after": 30}),
+        limit=75,
+    ),  # fmt: skip
+    "SL06": Setup(env={"SLURM_JOB_ID": "4242"}),
+    "O04": _sized(),
+    "O06": _sized(),
+    "O07": _sized(),
+    "O08": _sized(),
+    "O09": _sized(),
+    "O14": _sized(),
+    "TK24": _sized(),
+    "PA15": _sized(6.0),
+    "PA15b": _sized(12.0),
+    "T02": Setup(fixtures=("small",)),
+    "T09": Setup(fixtures=("small",)),
+    "X03": Setup(fixtures=("td",)),
+    "X05": Setup(fixtures=("td",)),
+    "E13b": Setup(fixtures=("e13b",), limit_as_gb=1.2),
+    "E13c": Setup(fixtures=("e13b",)),
+    "ES02": Setup(shell=True),
+    "ES02b": Setup(shell=True),
+    "ES02c": Setup(shell=True),
+    "SN14": Setup(prep="mkdir -p sw && touch sw/.jobs"),
+    "DF03": Setup(
+        prep=FULL_DISK,
+        after=UNMOUNT,
+        limit=300,
+        command="train.py debug=fast eval.lengths=[8,16] trainer.checkpoint_every_n_steps=null "
+        "hydra.run.dir=<tmp>/adv/w/DF03/t/run",
+    ),
+    "UP03": Setup(
+        prep=FULL_DISK,
+        after=UNMOUNT,
+        limit=300,
+        command="train.py debug=fast pe=stick_breaking eval.lengths=[8,16,32] "
+        "hydra.run.dir=<tmp>/adv/w/UP03/t/run",
+    ),
+    "SL08": Setup(
+        fixtures=("interrupted", "sl08"), env={"SLURM_JOB_ID": "4242", "SLURM_RESTART_COUNT": "1"}
+    ),  # fmt: skip
+    "RS06": Setup(fixtures=("interrupted", "rs06"), limit=300),
+    "RS09": Setup(fixtures=("interrupted", "rs09")),
+    "S08c": Setup(
+        prep="$P $REPO/train.py $REF hydra.run.dir=$W/../S08/run > s08.out 2>&1 & pid=$!\n"
+        "until [ -f $W/../S08/run/config.yaml ]; do sleep .05; done; sleep 1; kill -INT $pid\n"
+        "wait $pid || true; rm -rf $W/../S08/run/checkpoints; test -f $W/../S08/run/failed.json",
+        limit=300,
+    ),
+    "SW8": Setup(fixtures=("sweep_sw8",), limit=300),
+    "AN03": Setup(fixtures=("nsweep", "nsw_bad")),
+    "AN04": Setup(fixtures=("nsweep", "nsw_bad")),
+    "CK01": Setup(fixtures=("fox_nan",)),
+    "CK01b": Setup(fixtures=("fox_nan",)),
+    "G11": Setup(
+        fixtures=("nsweep",),
+        shell=True,
+        limit_as_gb=6.0,
+        command="$P $REPO/scripts/plot.py attention $(ls -d $FX/nsweep/*_stick_breaking_*) "
+        "--length 100000 --out $W/out",
+    ),
+    "G12": Setup(
+        fixtures=("nsweep",),
+        shell=True,
+        command="$P $REPO/scripts/plot.py attention $(ls -d $FX/nsweep/*_path_*) --length 16 "
+        "--samples 100000 --out $W/out",
+    ),
+    "R11": Setup(argv=("$P", "$REPO/train.py", "model.attention=" + "a" * 100000)),
+    "P52d": Setup(
+        argv=(
+            "$P",
+            "$REPO/train.py",
+            "debug=fast",
+            "eval.lengths=[8,16]",
+            "pe=irope",
+            "pe.layers=[{pe: fox, chunk: 8}, nope]",
+        ),
+    ),  # fmt: skip
+    "SW2": Setup(
+        command="train.py -m pe=rope,alibi $REF hydra.sweep.dir=<tmp>/adv/w/SW2/sw",
+        signal=("SIGTERM", {"file": "adv/w/SW2/sw/*alibi*/checkpoints/last.ckpt", "delay": 1}),
+        limit=300,
+    ),
+    "SN21": Setup(
+        command="train.py -m eval.lengths=[8] pe=fox,path trainer.max_steps=400 "
+        "trainer.checkpoint_every_n_steps=20 trainer.val_check_interval=100 model.d_model=64 "
+        "model.d_ff=128 hydra/launcher=local hydra.launcher.n_jobs=2 "
+        "hydra.sweep.dir=<tmp>/adv/w/SN21/sw",
+        signal=("SIGTERM", {"after": 30}),
+        limit=150,
+    ),  # fmt: skip
+    "SN21b": Setup(
+        command="train.py -m eval.lengths=[8] pe=fox,path trainer.max_steps=400 "
+        "trainer.checkpoint_every_n_steps=20 trainer.val_check_interval=100 model.d_model=64 "
+        "model.d_ff=128 hydra/launcher=local hydra.launcher.n_jobs=2 "
+        "hydra.sweep.dir=<tmp>/adv/w/SN21b/sw",
+        signal=("SIGTERM", {"after": 30}),
+        limit=300,
+    ),  # fmt: skip
+    "O15": Setup(limit=150),
+    "O16": Setup(limit=150),
+    "O15b": Setup(limit=150),
+    "ES06": Setup(limit=120),
+    # the calibration file damaged: NaN start-up and inf step times (ES09), 1e300 s (ES09b)
+    "ES09": Setup(
+        fixtures=("fin",),
+        env={"LENGEN_CACHE_DIR": "<tmp>/adv/w/ES09/cache"},
+        prep="mkdir -p cache && $P $REPO/scripts/trials/damage_timings.py "
+        "$HOME/.cache/lengen/timings.json cache/timings.json nan-inf",
+    ),
+    "ES09b": Setup(
+        fixtures=("fin",),
+        env={"LENGEN_CACHE_DIR": "<tmp>/adv/w/ES09b/cache"},
+        prep="mkdir -p cache && $P $REPO/scripts/trials/damage_timings.py "
+        "$HOME/.cache/lengen/timings.json cache/timings.json huge",
+    ),
+}
