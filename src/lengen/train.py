@@ -28,10 +28,15 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     data, model, lengths = build(cfg)  # components check their keys before anything is written
     with directory.owned(cfg) as resumed:  # locked while it runs; (checkpoint, step) or None
         directory.write_data_card(data, lengths)
-        if cfg.init_from and resumed is None:  # fine-tuning: start from another run's weights
+        started_from = {}  # results.json's record of the base run (DroPE's route included)
+        if cfg.init_from:
             from lengen.checkpoints import load_checkpoint, load_weights
+            from lengen.rundir.init_from import init_from_record
 
-            load_weights(model, load_checkpoint(cfg.init_from, "init_from"), "init_from")
+            base = load_checkpoint(cfg.init_from, "init_from")
+            if resumed is None:  # fine-tuning: start from another run's weights
+                load_weights(model, base, "init_from")
+            started_from = init_from_record(cfg, base)
         notes = position_warnings(model)
         trainer, lit, logger, timing = fit(
             cfg, model, data, directory, resumed, optim=checked.optim, lengths=lengths
@@ -41,7 +46,8 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
         started = time.monotonic()
         results = evaluate_and_write(
             cfg, model, data, lengths, device=trainer.strategy.root_device, directory=directory,
-            train_tokens=lit.train_tokens, extra=training_record(trainer, resumed, notes),
+            train_tokens=lit.train_tokens,
+            extra={**training_record(trainer, resumed, notes), **started_from},
             progress=evaluation_progress(cfg, directory),
         )  # fmt: skip
         if timing is not None:  # this machine's calibration learns from the run
