@@ -68,7 +68,7 @@ def check_pack_memory(cfg, members: int) -> None:
     from lengen.preflight.sizes import TRAINING_BYTES, model_sizes
 
     available, where = available_memory(cfg)
-    sizes = model_sizes(cfg, config_axes(cfg)) if available else None
+    sizes = model_sizes(cfg, config_axes(cfg)) if where else None
     if sizes is None:
         return
     weights = TRAINING_BYTES * sum(sizes.parameters.values())

@@ -85,13 +85,19 @@ def check_devices(cfg: DictConfig) -> None:
 
 def available_memory(cfg: DictConfig) -> tuple[int, str]:
     """(bytes, where) the run can use: the GPU's total memory where it trains on one, else the
-    memory Linux reports available (MemAvailable); (0, "") when unknown."""
+    memory Linux reports available (MemAvailable) or, where less, what ``ulimit -v`` / ``-d``
+    or the memory cgroup leave this process (``lengen.preflight.limits``); (0, "") when
+    unknown."""
+    from lengen.preflight.limits import memory_limits
+
     if str(cfg.trainer.accelerator) in ("gpu", "cuda", "auto") and cuda_available():
         import torch
 
         return torch.cuda.mem_get_info()[1], "GPU"
     available = cpu_memory_available()
-    return (available, "CPU") if available else (0, "")
+    choices = [(available, "CPU")] if available else []
+    choices += [(left, f"CPU ({name})") for left, name in memory_limits()]
+    return min(choices, key=lambda choice: choice[0]) if choices else (0, "")
 
 
 def cpu_memory_available() -> int:
@@ -123,7 +129,7 @@ def check_memory(cfg: DictConfig) -> None:
     longest evaluation length. Without this, ``data.len=1000000000`` was killed by the kernel
     after 97 s with no message."""
     available, where = available_memory(cfg)
-    if not available:
+    if not where:  # unknown (a limit may leave 0 bytes: that is refused)
         return
     model, gib = cfg.model, 2**30
     axes = config_axes(cfg)
@@ -159,7 +165,7 @@ def check_model_memory(cfg: DictConfig) -> None:
     from lengen.preflight.sizes import model_sizes
 
     available, where = available_memory(cfg)
-    if not available:
+    if not where:
         return
     sizes = model_sizes(cfg, config_axes(cfg))
     if sizes is None:
