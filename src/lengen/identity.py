@@ -65,6 +65,14 @@ IMPLIED_BEFORE = {
     "model.kv_bias": False,
     "model.qk_norm": False,
     "model.attn_fn": "softmax",
+    # RoPE's training-free arms of #48 item 3 (docs/pe.md): none, RoPE as before
+    "pe.extension": "none",
+    "pe.self_extend_group": None,
+    "pe.self_extend_window": None,
+    "pe.rerope_window": None,
+    "pe.rerope_leak": None,
+    "pe.dca_chunk_size": None,
+    "pe.dca_local_window": None,
 }
 
 #: Keys a resumed run may also change that stay in ``run_id`` all the same: the directory names

@@ -33,6 +33,11 @@ to the r rotated dimensions (d = r).
 frequencies only; the formulas, their sources and where the reference code differs from the
 papers are in ``lengen.pe.rope_frequencies``, with the frequency math itself.
 
+**Training-free arms** (``pe.extension``: ``self_extend``, ``rerope``, ``dual_chunk``) re-map
+the relative positions attention reads instead of the frequencies: RoPE then passes q and k
+unrotated through ``rotate`` and computes attention itself (``lengen.pe.extension``, one module
+per arm).
+
 **Grids and volumes** (positions (T, A) on A axes; Heo et al., 2024, "Rotary Position Embedding
 for Vision Transformer", ECCV, RoPE-Axial; naver-ai/rope-vit ``models/vit_rope.py``,
 ``compute_axial_cis``): the r/2 rotary pairs are split into A blocks, axis a's block being a 1-D
@@ -70,6 +75,7 @@ from lengen.pe.config.rope import (
 )
 from lengen.pe.config.rope import ROPE_LAYOUTS as LAYOUTS
 from lengen.pe.config.rope import check_rope_layout as check_layout
+from lengen.pe.extension import build_arm, extended_attention
 from lengen.pe.grid import check_grid_positions, has_position
 from lengen.pe.rope_frequencies import rope_inverse_frequencies, yarn_logit_scale, yarn_ramp
 from lengen.pe.sinusoidal import sinusoid_inverse_frequencies
@@ -289,6 +295,8 @@ class RoPE(PositionalEncoding):
         # static frequencies, cached per device; a plain attribute (not a buffer) so that
         # checkpoints hold no frequencies and module casts (.to(bf16)) never touch them
         self._inv_freq = {"cpu": self._frequencies()}
+        #: ``pe.extension``'s arm (``lengen.pe.extension``), or None: RoPE rotates as usual
+        self.extension = build_arm(cfg.extension, sizes.extension)
 
     def _frequencies(self, sequence_length: int | Tensor | None = None) -> Tensor:
         """(r/2,) on sequences; on A axes (A, r/(2A)), row a from axis a's ℓ (dynamic NTK:
@@ -340,9 +348,30 @@ class RoPE(PositionalEncoding):
             )
         return super().length_global()
 
+    @property
+    def has_attention(self) -> bool:
+        """An arm of ``pe.extension`` computes attention (``attention``); plain RoPE does not."""
+        return getattr(self, "extension", None) is not None
+
+    def attention(self, q, k, v, q_state, k_state, *, causal, scale, dropout_p) -> Tensor:
+        """The arm's attention (``lengen.pe.extension``): q (B, H, Tq, hd), k and v
+        (B, H, Tk, hd), both unrotated (``rotate`` passed them through) -> (B, H, Tq, hd)."""
+        if not causal:  # refused by the config; a direct call without the stack's check
+            raise ValueError(f"pe.extension={self.cfg.extension} is defined for causal attention")
+        inv_freq = self.inverse_frequencies(q.new_zeros(1, dtype=torch.long))
+
+        def rotate(x: Tensor, positions: Tensor) -> Tensor:
+            return apply_rope(x, positions, layout=self.cfg.layout, inv_freq=inv_freq)
+
+        return extended_attention(
+            q, k, v, self.extension, rotate, scale=scale, dropout_p=dropout_p
+        )
+
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
     ) -> tuple[Tensor, Tensor]:
+        if self.extension is not None:  # the arm rotates inside ``attention``, per score set
+            return q, k
         # q: (B, H, Tq, hd), k: (B, H, Tk, hd); positions (Tq,), (Tk,), or (Tq, A), (Tk, A)
         inv_freq = self.inverse_frequencies(k_positions)  # (r/2,) or (A, r/(2A)), q and k
         axes = self.axes if self.axes > 1 else None  # None: the 1-D path exactly as before
@@ -378,4 +407,6 @@ class RoPE(PositionalEncoding):
                     info["yarn_truncate"] = cfg.yarn_truncate
             if cfg.scaling == "dynamic_ntk":
                 info["length_global"] = self.length_global()
+        if self.extension is not None:
+            info.update(extension=cfg.extension, **self.extension.describe())
         return info

@@ -13,6 +13,7 @@ from lengen.pe.config.base import (
     axis_share,
     require_even_head_dim,
 )
+from lengen.pe.config.extension import EXTENSIONS, check_extension
 from lengen.schema import flag, integer, number, one_of, option
 
 ROPE_LAYOUTS = ("interleaved", "half")
@@ -65,6 +66,7 @@ class RopeSizes(NamedTuple):
     axis_dim: int  # r / A: the rotated dimensions of one axis
     rotated_pairs: int  # pairs p-RoPE keeps rotating, all axes
     original_max_position: int | None  # L, the default resolved
+    extension: tuple | None = None  # pe.extension's parameters (its arm's NamedTuple), or None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +86,15 @@ class RoPEConfig(EncodingConfig):
     yarn_beta: float = option(32.0, number(at_least=0))
     yarn_ramp: str = option("dimension", one_of(*YARN_RAMPS))
     yarn_truncate: bool = option(True, flag())
+    #: training-free arms that re-map the relative positions attention reads (RoPE then
+    #: computes attention itself): lengen.pe.config.extension, one module per arm
+    extension: str = option("none", one_of(*EXTENSIONS))
+    self_extend_group: int | None = option(None, integer(nullable=True))
+    self_extend_window: int | None = option(None, integer(nullable=True))
+    rerope_window: int | None = option(None, integer(nullable=True))
+    rerope_leak: float | None = option(None, number(at_least=1, nullable=True))
+    dca_chunk_size: int | None = option(None, integer(nullable=True))
+    dca_local_window: int | None = option(None, integer(nullable=True))
 
     def check_own(self, context: EncodingContext) -> RopeSizes:
         require_even_head_dim(context, "rope")
@@ -113,4 +124,5 @@ class RoPEConfig(EncodingConfig):
                 f"pe.original_max_position must be set for pe.scaling={self.scaling}: the "
                 f"training length is unknown here"
             )
-        return RopeSizes(rotary_dim, axis_dim, rotated_pairs, original)
+        extension = check_extension(self, context)
+        return RopeSizes(rotary_dim, axis_dim, rotated_pairs, original, extension)
