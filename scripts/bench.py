@@ -19,6 +19,9 @@ show the implementation; the median is kept in the JSON as ``train_step_ms_media
 (``lengen.measure``). The ratios behind the issue's targets are printed at the end.
 ``--mfu`` adds the model FLOPs utilisation of a ~100M-parameter lengen model (bf16 on GPU),
 ``--mfu-ladder`` what each of batch size, compile and fused AdamW adds to it (scripts/bench_mfu.py).
+``--interleave`` trains lengen and the plain loop step by step on the same batches and reports
+the median per-step ratio and its interquartile range (scripts/bench_interleave.py), which the
+load's swings between blocks of steps do not move.
 ``--lengen-variants eager,compile,cudagraphs`` adds lengen rows trained through ``torch.compile``
 (``lengen-compile/<pe>``) and its CUDA graphs (``lengen-cudagraphs/<pe>``). On a GPU a row's
 step time is the mean over its timed steps (the host runs ahead of the device: one step's
@@ -41,6 +44,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_peers, bench_mfu beside it
+from bench_interleave import interleaved, summary, target_line  # noqa: E402
 from bench_peers import PlainLM, gpu_clock, gpu_mean, train_plain, train_xt  # noqa: E402, F401
 
 SIZES = dict(vocab=64, d_model=128, n_layers=4, n_heads=4, d_ff=512, seq=128, batch=32)
@@ -143,7 +147,7 @@ def train_lengen(
     step's time is the mean over the timed steps (``gpu_mean``)."""
     import pytorch_lightning as pl
 
-    from lengen.lit import DataModule, LitModel, quiet_known_noise
+    from lengen.lit import quiet_known_noise
 
     quiet_known_noise()
     times: list[float] = []
@@ -168,17 +172,28 @@ def train_lengen(
             else:
                 times.append(time.perf_counter() - self.last)
 
+    fit_lengen(name, warmup + steps, [StepTimer()], sizes, precision, lit_options)
+    return times[-steps:]
+
+
+def fit_lengen(name, max_steps, callbacks, sizes=None, precision="32-true", lit_options=None):
+    """``max_steps`` steps of lengen's real path (``LitModel`` + ``DataModule`` in a Trainer)
+    with ``callbacks``, which time it (``train_lengen``'s, scripts/bench_interleave.py's)."""
+    import pytorch_lightning as pl
+
+    from lengen.lit import DataModule, LitModel
+
     torch.manual_seed(0)
     lit = LitModel(
         lengen_model(name, (sizes or SIZES)["seq"], sizes=sizes),
         {"lr": 1e-3, "weight_decay": 0.1, "warmup_steps": 10},
-        max_steps=warmup + steps,
+        max_steps=max_steps,
         **(lit_options or {}),
     )
     trainer = pl.Trainer(
         accelerator="auto",
         devices=1,
-        max_steps=warmup + steps,
+        max_steps=max_steps,
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
@@ -187,10 +202,9 @@ def train_lengen(
         num_sanity_val_steps=0,
         gradient_clip_val=1.0,
         precision=precision,
-        callbacks=[StepTimer()],
+        callbacks=callbacks,
     )
     trainer.fit(lit, datamodule=DataModule(RandomTokens(sizes)))
-    return times[-steps:]
 
 
 # -- evaluation -------------------------------------------------------------------------------
@@ -276,12 +290,16 @@ def targets(results: dict, pes: list[str]) -> list[str]:
     speeds = results["train_tokens_per_s"]
     # issue #46: 0.9 of the plain loop on a GPU (the CPU's 0.95 is the earlier issue's)
     plain_goal = 0.9 if results.get("machine", {}).get("device") == "cuda" else 0.95
+    interleaved = results.get("interleaved", {})
     for name in pes:
+        if name in interleaved:  # the paired ratios replace the blocks' lengen / plain line
+            lines.append(target_line(name, interleaved[name], plain_goal))
         for variant in VARIANTS:
             ours = speeds.get(f"{variant_key(variant)}/{name}")
             for peer, goal in (("x-transformers", 1.1), ("plain", plain_goal)):
                 theirs = speeds.get(f"{peer}/{name}")
-                if ours and theirs and (variant == "eager" or peer == "plain"):
+                paired = variant == "eager" and peer == "plain" and name in interleaved
+                if ours and theirs and (variant == "eager" or peer == "plain") and not paired:
                     ratio = ours / theirs
                     mark = "ok" if ratio >= goal else "MISSED"
                     ours_label = variant_key(variant)
@@ -337,6 +355,11 @@ def main(argv: list[str] | None = None) -> dict:
         default="eager",
         help=f"comma-separated lengen training rows, of {', '.join(VARIANTS)}",
     )
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="lengen and plain rows step by step on the same batches: median paired ratio, IQR",
+    )
     parser.add_argument("--no-train", action="store_true")
     parser.add_argument("--no-eval", action="store_true")
     args = parser.parse_args(argv)
@@ -356,6 +379,9 @@ def main(argv: list[str] | None = None) -> dict:
             )
     pes = [p for p in args.pes.split(",") if p]
     impls = [i for i in args.impls.split(",") if i]
+    paired = args.interleave and {"lengen", "plain"} <= set(impls)
+    if args.interleave and not paired:
+        raise SystemExit("--interleave pairs lengen with plain: --impls must hold both")
     steps = args.steps or (10 if args.quick else 30)
     if args.lengths:
         lengths = sorted(int(x) for x in args.lengths.split(","))
@@ -398,8 +424,17 @@ def main(argv: list[str] | None = None) -> dict:
             results["skipped"].append(message)
             print(message)
     for name in [] if args.no_train else pes:
+        if paired and name in PEER_PES:
+            lengen_times, plain_times = interleaved(
+                name, args.warmup, steps, device, fit_lengen, SIZES
+            )
+            record(f"lengen/{name}", lengen_times)
+            record(f"plain/{name}", plain_times)
+            results.setdefault("interleaved", {})[name] = summary(lengen_times, plain_times)
         if "lengen" in impls:
             for variant in variants:
+                if paired and name in PEER_PES and variant == "eager":
+                    continue  # its row came from the interleaved steps
                 # a compiled row's first steps compile (and record its CUDA graphs): untimed
                 warmup = args.warmup + (3 if VARIANTS[variant] else 0)
                 key = f"{variant_key(variant)}/{name}"
@@ -412,7 +447,7 @@ def main(argv: list[str] | None = None) -> dict:
                 record(key, times)
         if name not in PEER_PES:
             continue
-        if "plain" in impls:
+        if "plain" in impls and not paired:
             record(f"plain/{name}", train_plain(name, args.warmup, steps, device, SIZES))
         if "x-transformers" in impls and has_xt:
             rows = {}

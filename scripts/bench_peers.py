@@ -97,6 +97,17 @@ class PlainLM(nn.Module):
         return self.head(self.ln(x))
 
 
+def plain_step(model: nn.Module, optimizer, forward, inputs, targets) -> None:
+    """One step of the hand-written loop: cross-entropy, AdamW, clipping at 1.0 (also run
+    between lengen's steps by scripts/bench_interleave.py, on lengen's batches)."""
+    logits = forward(model, inputs)  # (B, T, vocab)
+    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+
+
 def timed_loop(
     model: nn.Module, forward, warmup: int, steps: int, device, sizes: dict, hook=None
 ) -> list[float]:
@@ -116,12 +127,7 @@ def timed_loop(
         tokens = torch.randint(
             0, sizes["vocab"], (sizes["batch"], sizes["seq"] + 1), generator=generator
         ).to(device)
-        logits = forward(model, tokens[:, :-1])
-        loss = F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        plain_step(model, optimizer, forward, tokens[:, :-1], tokens[:, 1:])
         if step >= warmup and not cuda:
             times.append(time.perf_counter() - start)
     return gpu_mean(started, steps) if cuda else times
