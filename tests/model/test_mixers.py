@@ -325,7 +325,7 @@ def test_default_model_keeps_attention_everywhere():
     ("overrides", "message"),
     [(["model.mixer=glaa"], f"model.mixer must be one of {', '.join(MIXERS)}; got 'glaa'"),
      (["model.mixers=[gla,{mixer:gla,chunk_size:0}]"], "model.mixers.1.chunk_size must be a positive integer, got 0"),
-     (["model.mixers=[{mixer:lstm,window:4}]"], "model.mixers.0.window: LSTMMixer takes no options"),
+     (["model.mixers=[{mixer:lstm,window:4}]"], "model.mixers.0.window: LSTMMixer takes no such key; allowed: state_init, state_noise_std, tbptt"),
      (["model.mixer=gla", "model.mixers=[gla]"], "model.mixer=gla and model.mixers disagree"),
      (["model=encoder", "model.mixer=deltanet"], "model.mixer: deltanet reads the tokens left to right")],
 )  # fmt: skip

@@ -174,7 +174,9 @@ class LinearMixer(RecurrentMixer):
             tail = projected.new_zeros(projected.shape[0], self.conv_size - 1, projected.shape[2])
         padded = torch.cat([tail, projected], dim=1)  # (B, w − 1 + T, 3D)
         mixed = self.conv(padded.transpose(1, 2)).transpose(1, 2)  # (B, T, 3D): no padding
-        return F.silu(mixed), padded[:, padded.shape[1] - (self.conv_size - 1) :]
+        # the tail is copied: a slice would keep the whole (B, w − 1 + T, 3D) tensor alive in
+        # the decoding state, which then grew with the prompt (scripts/bench_options.py)
+        return F.silu(mixed), padded[:, padded.shape[1] - (self.conv_size - 1) :].clone()
 
     def terms(self, x: Tensor, tail: Tensor | None = None):
         """x (B, T, D) and the convolution's tail -> (q, k (B, H, T, dk) with q scaled by
@@ -195,6 +197,18 @@ class LinearMixer(RecurrentMixer):
         if self.gated:
             log_decay = mamba2_log_decay(self.decay(x), self.a_log, self.dt_bias)  # (B, H, T)
         return (q * self.head_dim**-0.5, k, v, beta, log_decay), tail
+
+    def memory_shapes(self, batch: int) -> list[tuple[int, ...]]:
+        return [(batch, self.n_heads, self.head_dim, self.head_dim)]  # S: (B, H, dk, dv)
+
+    def memory_dtype(self, x: Tensor) -> torch.dtype:
+        return torch.promote_types(x.dtype, torch.float32)  # the recurrence's, as in mix
+
+    def memory_of(self, state) -> tuple[Tensor, ...]:
+        return (state[0],)
+
+    def with_memory(self, memory: tuple[Tensor, ...]):
+        return memory[0], None  # the convolution's tail starts at zero, as a sequence's does
 
     def mix(self, x: Tensor, state, decoding: bool):
         batch, length, d_model = x.shape

@@ -25,6 +25,15 @@ class LSTMMixer(RecurrentMixer):
         self.lstm = nn.LSTM(d_model, d_model, batch_first=True)
         self.out = nn.Linear(d_model, d_model)
 
+    def memory_shapes(self, batch: int) -> list[tuple[int, ...]]:
+        return [(batch, 1, self.d_model)] * 2  # h and c, one "head" each
+
+    def memory_of(self, state) -> tuple[Tensor, ...]:
+        return tuple(part.transpose(0, 1) for part in state)  # (1, B, D) -> (B, 1, D)
+
+    def with_memory(self, memory: tuple[Tensor, ...]):
+        return tuple(part.transpose(0, 1).contiguous() for part in memory)  # (h, c)
+
     def mix(self, x: Tensor, state, decoding: bool):
         y, state = self.lstm(x, state)  # (B, T, D); state: (h, c), each (1, B, D)
         return self.out(y), state

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 from lengen.model.mixers.config.base import LinearMixerConfig
+from lengen.model.mixers.config.state import RecurrentStateConfig
 
 
 @dataclasses.dataclass(frozen=True)
-class GatedLinearAttentionConfig(LinearMixerConfig):
+class GatedLinearAttentionConfig(LinearMixerConfig, RecurrentStateConfig):
     pass

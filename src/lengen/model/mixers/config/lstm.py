@@ -1,13 +1,13 @@
-"""The LSTM mixer's config (``lengen.model.mixers.lstm``): no options (its width is
-``model.d_model``)."""
+"""The LSTM mixer's config (``lengen.model.mixers.lstm``): only the state's training options
+(``lengen.model.mixers.config.state``; its width is ``model.d_model``)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from lengen.model.mixers.config.base import MixerConfig
+from lengen.model.mixers.config.state import RecurrentStateConfig
 
 
 @dataclasses.dataclass(frozen=True)
-class LSTMMixerConfig(MixerConfig):
+class LSTMMixerConfig(RecurrentStateConfig):
     pass

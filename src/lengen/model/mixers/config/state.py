@@ -1,0 +1,52 @@
+"""The recurrent mixers' training interventions on their state, without torch (Buitrago Ruiz &
+Gu, ICML 2025, "Understanding and Improving Length Generalization in Recurrent Models", arXiv
+2507.02782; docs/models.md "Training the state"). The mechanism is ``lengen.model.mixers.state``.
+
+Every option is off by default: the mixer trains from a zero state with full backpropagation,
+as before the options existed. Each is a mixer option (``model.mixer={mixer: gla, state_init:
+passing}``, or per entry of ``model.mixers``), so it lives in the mixer's yaml, not in the
+composed config: a run that does not set one keeps its run id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lengen.model.mixers.config.base import MixerConfig
+from lengen.schema import integer, number, one_of, option
+
+#: the initial state h₋₁ of every training sequence: ``zero`` (as before), ``noise`` (the
+#: paper's Random Noise: i.i.d. N(0, σ²), one σ for every layer and head), ``fitted_noise``
+#: (its Fitted Noise: i.i.d. Gaussian per head with the mean and std of the last training
+#: batch's final states), ``passing`` (its State Passing: the previous training batch's final
+#: states, detached)
+STATE_INITS = ("zero", "noise", "fitted_noise", "passing")
+
+
+@dataclasses.dataclass(frozen=True)
+class RecurrentStateConfig(MixerConfig):
+    """Options of a mixer that carries a state: how training starts and truncates it."""
+
+    #: the initial state of every training sequence (STATE_INITS); evaluation, validation and
+    #: decoding always start from zero
+    state_init: str = option("zero", one_of(*STATE_INITS))
+    #: σ of state_init=noise (the paper's "chosen standard deviation"; no default: the stored
+    #: copies give no value to copy); null otherwise
+    state_noise_std: float | None = option(None, number(above=0.0, nullable=True))
+    #: truncated backpropagation through time: the gradient stops at every this many tokens
+    #: of a training sequence while the state passes on; null: full backpropagation
+    tbptt: int | None = option(None, integer(nullable=True))
+
+    def __post_init__(self) -> None:
+        # one rule across two options, refused as the single ones are (ValueError, one line)
+        noisy = self.state_init == "noise"
+        if noisy and self.state_noise_std is None:
+            raise ValueError(
+                f"{self.key('state_noise_std')}: state_init=noise draws the initial state from "
+                f"N(0, σ²) and needs σ; allowed: a number > 0 (e.g. state_noise_std: 0.1)"
+            )
+        if not noisy and self.state_noise_std is not None:
+            raise ValueError(
+                f"{self.key('state_noise_std')}={self.state_noise_std} would change nothing "
+                f"with state_init={self.state_init}; allowed: null, or state_init=noise"
+            )
