@@ -59,5 +59,6 @@ class Canon(nn.Module):
             kept = self.weight.shape[-1] - 1
             if history is None:
                 history = x.new_zeros(x.shape[0], kept, x.shape[-1])
-            state.history = torch.cat((history, x), dim=1)[:, -kept:].detach()  # (B, K−1, C)
+            # copied, not sliced: a view would keep the whole prompt's (B, K−1+T, C) alive
+            state.history = torch.cat((history, x), dim=1)[:, -kept:].detach().clone()  # (B, K−1, C)
         return x + y
