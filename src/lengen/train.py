@@ -138,6 +138,11 @@ class RunTiming:
         if cfg.trainer.get("criterion_target") is not None:
             line += "; at most: the criterion may stop training sooner"
         print(f"{sweep_label(directory)}{line}", flush=True)
+        # hours of evaluation after seconds of training, unasked, is refused (O15: 10 hours)
+        from lengen.estimate_bound import check_evaluation_time
+
+        parts = estimate.parts(steps, step, evaluation, protocol, len(lengths))
+        check_evaluation_time(cfg, parts, steps)
         timer = next(c for c in trainer.callbacks if isinstance(c, StepTimer))
         return cls(estimate, timer, step, evaluation, protocol, len(lengths))
 

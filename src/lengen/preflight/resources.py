@@ -20,6 +20,18 @@ def check_resources(cfg: DictConfig) -> None:
     check_memory(cfg)
     check_model_memory(cfg)
     check_logger(cfg)
+    check_evaluation_bound()
+
+
+def check_evaluation_bound() -> None:
+    """``LENGEN_MAX_EVAL_HOURS`` is a number of hours (``lengen.estimate_bound``), found now,
+    not when the estimate is made after the model is built."""
+    from lengen.estimate_bound import max_eval_seconds
+
+    try:
+        max_eval_seconds()
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def check_logger(cfg: DictConfig) -> None:
