@@ -20,8 +20,8 @@ mixers. Two measurements per row:
   step cannot move. Only the model's forward, backward and optimiser step are timed: Lightning
   and the data stream cost both sides alike and are left out.
 * **decoding state** (``--decode-lengths``, decoders only): the bytes of every tensor the
-  decoding cache holds after a prompt of L tokens was fed (``model.new_cache`` then
-  ``model.decode``), summed over distinct storages: attention keeps keys and values (linear in
+  decoding cache's layers hold after a prompt of L tokens was fed (``model.new_cache`` then
+  ``model.decode``), summed over distinct storages (the cache's own (L,) positions left out): attention keeps keys and values (linear in
   L), a recurrent mixer a state of fixed size. Counted, not timed: load does not change it.
 
 Timed numbers need a quiet machine (nothing else running); the JSON records the load average.
@@ -174,7 +174,7 @@ def decode_state(overrides: list[str], length: int) -> int:
     with torch.no_grad():
         cache = model.new_cache(length + 1)
         model.decode(prompt, cache)
-    return tensor_bytes(cache)
+    return tensor_bytes(cache.layers)  # the layers' states: not the (N,) positions it keeps
 
 
 def decode_rows(names: list[str], lengths: list[int]) -> list[dict]:
