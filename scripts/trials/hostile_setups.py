@@ -103,9 +103,14 @@ def _sized(limit_as_gb: float = 8.0) -> Setup:
 
 #: a tmpfs of 12 MB at $W/t, filled once the run's final checkpoint exists (finding 4)
 FULL_DISK = """mkdir -p t && mount -t tmpfs -o size=12m tmpfs t
-(until [ -f t/run/checkpoints/last.ckpt ]; do sleep .005; done; sleep .3; dd if=/dev/zero of=t/fill bs=64k >/dev/null 2>&1) &
+timeout 600 bash -c 'until [ -f t/run/checkpoints/last.ckpt ]; do sleep .005; done; sleep .3
+dd if=/dev/zero of=t/fill bs=64k >/dev/null 2>&1' > /dev/null 2>&1 &
+echo $! > filler.pid
 """
-UNMOUNT = "rm -f t/fill; cp -a t t.kept 2>/dev/null || true; umount t"
+#: the filler ended, the full disk's contents kept beside it (t.kept), the tmpfs unmounted
+UNMOUNT = (
+    "kill $(cat filler.pid) 2>/dev/null || true; rm -f t/fill; cp -a t t.kept || true; umount t"
+)
 
 SETUPS = {
     "SL06b": Setup(

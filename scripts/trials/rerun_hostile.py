@@ -54,7 +54,7 @@ COLUMNS = (
 #: hint, progress bars and the datasets library's split bars
 SKIPPED = re.compile(
     r"^(INFO|\[rank|GPU available|TPU available|HPU available|IPU available|LOCAL_RANK|"
-    r"You are using|.*srun.*|Generating \w+ split|Map|Filter|\s*$)|it/s\]|s/it\]|examples/s\]"
+    r"You are using|The `srun` command|Generating \w+ split|Map|Filter|\s*$)|it/s\]|s/it\]|examples/s\]"
 )
 #: the interpreter a command's script is run with, by how the command starts
 SCRIPTS = ("train.py", "eval.py", "scripts/")
@@ -223,11 +223,16 @@ def run_case(case: Case, tmp: str, repo: str, python: str, limit: int) -> dict:
     env = {
         **os.environ, "HOME": str(Path(tmp, "adv", "home")), "OMP_NUM_THREADS": "1",
         "P": python, "REPO": repo, "T": tmp, "FX": str(Path(tmp, "adv", "fx")), "W": str(work),
+        # the clone's own sources: its .venv may be a link to an editable install of another
+        # checkout, whose lengen would be imported instead
+        "PYTHONPATH": os.path.join(repo, "src"),
     }  # fmt: skip
     env.update({k: expand(v, tmp, python) for k, v in setup.env.items()})
     for name in setup.fixtures:
         build_fixture(
-            name, tmp, {**os.environ, **{k: env[k] for k in ("HOME", "P", "REPO", "T", "FX")}}
+            name,
+            tmp,
+            {**os.environ, **{k: env[k] for k in ("HOME", "P", "REPO", "T", "FX", "PYTHONPATH")}},
         )
     if setup.prep and shell(expand(setup.prep, tmp, python), work, env) != 0:
         return {**record, "status": f"not re-run: its set-up failed (see {work}/setup.log)"}
