@@ -297,6 +297,11 @@ class RoPE(PositionalEncoding):
         self._inv_freq = {"cpu": self._frequencies()}
         #: ``pe.extension``'s arm (``lengen.pe.extension``), or None: RoPE rotates as usual
         self.extension = build_arm(cfg.extension, sizes.extension)
+        if self.extension is not None:
+            # the hook as an instance attribute, not a method: the class keeps the base's, so
+            # its config fact (computes_attention False: plain RoPE takes pe.window and
+            # pe.chunk) agrees with the class; an arm refuses local masks in its own check
+            self.attention = self._arm_attention
 
     def _frequencies(self, sequence_length: int | Tensor | None = None) -> Tensor:
         """(r/2,) on sequences; on A axes (A, r/(2A)), row a from axis a's ℓ (dynamic NTK:
@@ -353,8 +358,8 @@ class RoPE(PositionalEncoding):
         """An arm of ``pe.extension`` computes attention (``attention``); plain RoPE does not."""
         return getattr(self, "extension", None) is not None
 
-    def attention(self, q, k, v, q_state, k_state, *, causal, scale, dropout_p) -> Tensor:
-        """The arm's attention (``lengen.pe.extension``): q (B, H, Tq, hd), k and v
+    def _arm_attention(self, q, k, v, q_state, k_state, *, causal, scale, dropout_p) -> Tensor:
+        """The ``attention`` hook under an arm (``lengen.pe.extension``): q (B, H, Tq, hd), k and v
         (B, H, Tk, hd), both unrotated (``rotate`` passed them through) -> (B, H, Tq, hd)."""
         if not causal:  # refused by the config; a direct call without the stack's check
             raise ValueError(f"pe.extension={self.cfg.extension} is defined for causal attention")
@@ -363,9 +368,7 @@ class RoPE(PositionalEncoding):
         def rotate(x: Tensor, positions: Tensor) -> Tensor:
             return apply_rope(x, positions, layout=self.cfg.layout, inv_freq=inv_freq)
 
-        return extended_attention(
-            q, k, v, self.extension, rotate, scale=scale, dropout_p=dropout_p
-        )
+        return extended_attention(q, k, v, self.extension, rotate, scale=scale, dropout_p=dropout_p)
 
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
