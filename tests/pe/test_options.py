@@ -112,7 +112,7 @@ BAD = [
     # shared by every encoding (PositionalEncoding)
     ("nope", {"n_heads": 5}, {}, r"^model\.d_model must be divisible by model\.n_heads, got 64 and 5$"),
     ("nope", {"axes": 4}, {}, r"^pe\.axes must be an integer 1, 2 or 3 \(sequence, grid, volume\); got 4$"),
-    ("t5", {"axes": 2}, {}, r"^pe: T5RelativeBias has no form for positions on 2 axes .*; allowed: alibi, irope, learned, nope, rnope, rnope_swa, rope, rope_mixed, sinusoidal$"),
+    ("t5", {"axes": 2}, {}, r"^pe: T5RelativeBias has no form for positions on 2 axes .*; allowed: alibi, comrope, irope, learned, liere, nope, rnope, rnope_swa, rope, rope_mixed, sinusoidal, string$"),
     ("rope", {"axes": 2}, {"randomized": True, "max_position": 64}, r"^pe\.randomized=true has no form for positions on 2 axes .*allowed: pe\.randomized=false$"),
     ("nope", {"n_layers": 0}, {}, r"^model\.n_layers must be a positive integer, got 0$"),
     ("cope", {"causal": False}, {}, r"^pe: CoPE is defined for causal attention only; allowed: model=decoder \(a bidirectional stack was requested\)$"),
