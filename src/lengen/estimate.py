@@ -39,6 +39,8 @@ import math
 import os
 from pathlib import Path
 
+from lengen.estimate_entries import sound_entries, sound_entry
+
 #: observations kept per machine and kind (the newest): enough to span a project's sizes
 KEPT = 40
 #: a process that trained fewer steps calibrates no step time: it timed its warm-up and its
@@ -249,14 +251,15 @@ class Estimate:
         self.path, self.machine, self.device = Path(path), machine, device
         self.mechanism = mechanism
         self.load = machine_load() if load is None else load
-        self.calibration = self._read()
+        self.calibration, self.damaged = sound_entries(self._read())
 
     def _read(self) -> dict:
         try:
             data = json.loads(self.path.read_text())
             if not isinstance(data, dict) or data.get("version") != FORMAT:
                 return {}
-            return data["machines"].get(self.machine, {})
+            machine = data["machines"].get(self.machine, {})
+            return machine if isinstance(machine, dict) else {}
         except (OSError, ValueError, KeyError, AttributeError):
             return {}
 
@@ -373,6 +376,11 @@ class Estimate:
         how += self._mechanism_note(parts)
         if parts["contention"] >= QUIET:
             how += f"; × {parts['contention']:.2g} for the load now ({self.load:.2g} a core)"
+        if self.damaged:
+            how += (
+                f"; {self.damaged} damaged calibration entr{'ies' if self.damaged > 1 else 'y'} "
+                f"(NaN, inf, negative or absurd) left out of {self.path}"
+            )
         whole = f"for the pack of {members} runs " if members > 1 else ""
         return f"estimate: ≈ {duration(parts['total'])} {whole}({split}; {how})"
 
@@ -420,6 +428,8 @@ class Estimate:
         if not isinstance(data.get("machines"), dict):
             data["machines"] = {}
         machine = data["machines"].setdefault(self.machine, {})
+        if not isinstance(machine, dict):  # damaged: this machine's calibration starts again
+            machine = data["machines"][self.machine] = {}
         slower = contention(machine_load() if load is None else load)
         quiet = round(slower, 3)  # kept beside each time: what it was divided by
         train = "train pack" if members > 1 else "train"
@@ -437,7 +447,13 @@ class Estimate:
                 continue
             keyed = self.mechanism and kind.startswith(self.KEYED)
             for name in [kind, f"{kind} · {self.mechanism}"] if keyed else [kind]:
-                machine[name] = [*machine.get(name, []), value][-KEPT:]
+                entries = machine.get(name)
+                kept = (
+                    [e for e in entries if sound_entry(name, e)]
+                    if isinstance(entries, list)
+                    else []
+                )
+                machine[name] = [*kept, value][-KEPT:]
         with contextlib.suppress(OSError):
             atomic_write(self.path, json.dumps(data, indent=1) + "\n")
 
