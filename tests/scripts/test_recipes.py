@@ -41,6 +41,8 @@ RECIPES = {
     # script now sets explicitly: the same configurations under other overrides
     "search_chomsky.sh": (None, 4),
     "ablate_mcgill_nope.sh": ("mcgill_nope_ablation", 24),
+    # issue #49: 7 arms x 3 seeds on flip-flop and on A5, not run yet
+    "reproduce_encoding_or_recurrence.sh": (None, 42),
 }
 #: keys that say how or where a run runs, never what it trains (lengen.identity)
 HOW = ("resume", "trainer.enable_progress_bar")
@@ -54,9 +56,18 @@ def what_it_trains(overrides: list[str]) -> frozenset:
         key = override.key_or_group
         if key in HOW or key.startswith("hydra"):
             continue
-        value = override.value()
-        pairs.add((key, tuple(value) if isinstance(value, list) else value))
+        pairs.add((key, hashable(override.value())))
     return frozenset(pairs)
+
+
+def hashable(value):
+    """A parsed override value as a hashable one: lists as tuples, dicts (a mixer with its
+    options, ``{mixer:gla,...}``) as sorted pairs."""
+    if isinstance(value, list):
+        return tuple(hashable(item) for item in value)
+    if isinstance(value, dict):
+        return tuple(sorted((key, hashable(item)) for key, item in value.items()))
+    return value
 
 
 def recipe_jobs(script: str, tmp_path) -> list[frozenset]:
