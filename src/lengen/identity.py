@@ -65,6 +65,7 @@ IMPLIED_BEFORE = {
     "model.kv_bias": False,
     "model.qk_norm": False,
     "model.attn_fn": "softmax",
+    "eval.effrem": False,  # #49 item 2: no Effective Remembrance curve (a diagnostic)
     # RoPE's training-free arms of #48 item 3 (docs/pe.md): none, RoPE as before
     "pe.extension": "none",
     "pe.self_extend_group": None,
@@ -93,6 +94,7 @@ EVALUATION_MAY_CHANGE = (
     "eval.ratio_thresholds",  # ρ_τ is derived from the rows; aggregation recomputes it
     "eval.diagnostics",  # attention statistics beside the rows, which they never change
     "eval.diagnostics_samples",
+    "eval.effrem",  # Effective Remembrance beside the rows, which it never changes
 )
 
 
@@ -129,6 +131,7 @@ AVERAGED_MAY_DIFFER = (
     "eval.ratio_thresholds",  # which ρ_τ results.json reports: no row changes
     "eval.diagnostics",  # attention statistics beside the rows (tested: rows identical)
     "eval.diagnostics_samples",
+    "eval.effrem",  # Effective Remembrance beside the rows (tested: rows identical)
     "eval.plot_formats",  # the formats figures are written in: no number changes
 )
 

@@ -214,6 +214,23 @@ def test_the_run_refuses_a_bad_option_before_writing(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("init", ["passing", "fitted_noise"])
+def test_a_state_kept_between_batches_is_refused_in_a_looped_stack(init):
+    from lengen.preflight import validate
+
+    with pytest.raises(ConfigError) as refused:
+        validate(compose_train(f"model.mixers=[{{mixer:gla,state_init:{init}}}]", "model.loops=2",
+                               "pe=nope"))  # fmt: skip
+    message = str(refused.value)
+    assert message.startswith(f"model.mixers: state_init={init} (gla)") and "\n" not in message
+
+
+def test_noise_and_truncation_serve_a_looped_stack():
+    from lengen.model.config import DecoderOnlyConfig
+
+    DecoderOnlyConfig.from_keys({"mixer": {"mixer": "gla", "tbptt": 2}, "loops": 2}).check()
+
+
 # -- end to end through Hydra keys ---------------------------------------------------------------
 @pytest.mark.parametrize(
     "mixer_key",

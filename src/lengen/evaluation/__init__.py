@@ -9,7 +9,8 @@ batch statistics that training shares.
 
 Why a run extrapolates as far as it does goes into ``report`` (results.json beside the rows):
 ``attention_diagnostics`` (``evaluation.diagnostics``, every kind, ``eval.diagnostics``) and
-``accuracy_by_answer_position`` (``evaluation.by_position``, tasks).
+``accuracy_by_answer_position`` (``evaluation.by_position``, tasks), and
+``effective_remembrance`` (``evaluation.remembrance``, ``eval.effrem``).
 """
 
 from __future__ import annotations
@@ -64,6 +65,29 @@ def evaluate(
             draw(
                 stem.name, plot_attention_diagnostics, diagnostics, stem, **figure_output(settings)
             )
+    if settings.get("effrem", False):  # after scoring too (lengen.evaluation.remembrance)
+        _remembrance(data, model, rows, settings, output_dir, tag, sections)
     if report is not None:
         report.update(sections)
     return rows
+
+
+def _remembrance(data, model, rows, settings, output_dir, tag, sections) -> None:
+    """results.json's ``effective_remembrance`` and its figure (``eval.effrem``)."""
+    from lengen.evaluation.remembrance import remembrance_diagnostic
+
+    section = remembrance_diagnostic(
+        data,
+        model,
+        [row["length"] for row in rows],
+        samples=settings.get("diagnostics_samples", 4),
+        evaluated=settings.samples,
+    )
+    sections["effective_remembrance"] = section
+    if output_dir is not None and section["lengths"]:
+        from lengen.plots.common import figure_output
+        from lengen.plots.guard import draw
+        from lengen.plots.remembrance import plot_remembrance
+
+        stem = Path(output_dir) / f"effective_remembrance{tag}"
+        draw(stem.name, plot_remembrance, section, stem, **figure_output(settings))

@@ -26,6 +26,7 @@ from lengen.model.mixers.config.base import (
     mixer_entry,
     plan_mixers,
 )
+from lengen.model.mixers.config.state import check_state_with_loops
 from lengen.schema import Config, flag, integer, interval, one_of, option
 
 #: ``model.attention``: ``auto`` picks among SDPA paths (``lengen.model.kernels``); ``flex``
@@ -98,6 +99,8 @@ class ModelConfig(Config):
         check_heads(self.d_model, self.n_heads)
         check_attention_options(self)  # model.attn_gate, attn_sinks, … (block_config)
         plans = self.mixer_plans()
+        mixer_key = "model.mixers" if self.mixers is not None else "model.mixer"
+        check_state_with_loops(plans, self.looped, mixer_key)  # state passed between batches
         if "B" in self.canon:  # (layer_plans warns of a short stack: only when it matters)
             attends = [not plan.recurrent for plan in layer_plans(plans, self.n_layers)]
             check_canon_reaches(self.canon, attends)

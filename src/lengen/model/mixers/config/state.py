@@ -50,3 +50,20 @@ class RecurrentStateConfig(MixerConfig):
                 f"{self.key('state_noise_std')}={self.state_noise_std} would change nothing "
                 f"with state_init={self.state_init}; allowed: null, or state_init=noise"
             )
+
+
+def check_state_with_loops(plans, looped: bool, key: str = "model.mixer") -> None:
+    """Refuse ``passing`` and ``fitted_noise`` in a looped stack (``model.loops``): a layer runs
+    K times per batch there, so "the previous batch's final state" of a layer is not one
+    state (each loop would start from the loop before it). ``plans``: the model's MixerPlans."""
+    if not looped:
+        return
+    for plan in plans:
+        init = plan.keywords.get("state_init", "zero")
+        if init in ("passing", "fitted_noise"):
+            raise ValueError(
+                f"{key}: state_init={init} ({plan.name}) keeps one final state per layer between "
+                f"training batches, and a looped stack (model.loops / model.loop_rule) runs each "
+                f"layer several times per batch; allowed: state_init zero or noise, tbptt, or "
+                f"model.loops=1 with loop_rule=fixed"
+            )
