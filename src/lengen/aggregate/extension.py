@@ -15,6 +15,8 @@ from lengen.results import result_tags
 
 #: ``pe.scaling`` values -> the name a figure and table give the method
 METHOD_NAMES = {"pi": "PI", "ntk": "NTK", "dynamic_ntk": "dynamic NTK", "yarn": "YaRN"}
+#: ``pe.extension`` values (RoPE's training-free arms, docs/pe.md) -> their names, after these
+ARM_NAMES = {"self_extend": "Self-Extend", "rerope": "ReRoPE", "dual_chunk": "DCA"}
 #: extension.csv: the method, its tag and ``base_hash`` (the trained configuration's
 #: config_hash, shared by its methods), then every summary.csv column of the row, so the two
 #: tables agree column for column (baselines, seed min/max, best and worst seed included);
@@ -25,27 +27,33 @@ EXTENSION_COLUMNS = ("method", "tag", "base_hash", *SUMMARY_COLUMNS)
 def method_name(overrides: list[str] | None, tag: str) -> str:
     """A re-evaluation's method from the overrides eval.py recorded: ``pe.scaling=yarn`` with
     ``pe.scaling_factor=3`` -> "YaRN ×3"; any other override after it ("YaRN ×3, pe.x=1");
-    without ``pe.scaling`` the tag names it."""
+    ``pe.extension=rerope`` -> "ReRoPE, pe.rerope_window=8" ("Leaky ReRoPE" with a leak);
+    without either the tag names it."""
     settings = dict(item.split("=", 1) for item in overrides or [] if "=" in item)
     scaling = settings.pop("pe.scaling", None)
     factor = settings.pop("pe.scaling_factor", None)
-    if scaling in (None, "none"):
+    arm = settings.pop("pe.extension", "none")
+    if scaling not in (None, "none"):
+        name = METHOD_NAMES.get(scaling, scaling) + (f" ×{float(factor):g}" if factor else "")
+    elif arm != "none":
+        name = ("Leaky " if "pe.rerope_leak" in settings else "") + ARM_NAMES.get(arm, arm)
+    else:
         return tag
-    name = METHOD_NAMES.get(scaling, scaling) + (f" ×{float(factor):g}" if factor else "")
     return ", ".join([name, *(f"{key}={value}" for key, value in settings.items())])
 
 
 def method_order(overrides: list[str] | None, tag: str) -> tuple:
-    """Where a method sits in a table or legend: none, PI, NTK, dynamic NTK, YaRN, others
-    (``METHOD_NAMES``' order), then by factor, then by tag."""
+    """Where a method sits in a table or legend: none, PI, NTK, dynamic NTK, YaRN, then the
+    arms (``METHOD_NAMES``', ``ARM_NAMES``' order), others, then by factor, then by tag."""
     settings = dict(item.split("=", 1) for item in overrides or [] if "=" in item)
-    ranks = {name: rank for rank, name in enumerate(METHOD_NAMES, start=1)}
+    ranks = {name: rank for rank, name in enumerate([*METHOD_NAMES, *ARM_NAMES], start=1)}
     factor = settings.get("pe.scaling_factor")
     try:
         factor = float(factor) if factor is not None else 0.0
     except ValueError:
         factor = 0.0
-    return (ranks.get(settings.get("pe.scaling"), len(ranks) + 1), factor, tag)
+    method = settings.get("pe.scaling") or settings.get("pe.extension")
+    return (ranks.get(method, len(ranks) + 1), factor, tag)
 
 
 def extension_rows(summary: Summary) -> list[dict]:
