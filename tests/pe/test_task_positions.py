@@ -56,7 +56,20 @@ def reads_positions(pe: str) -> bool:
     return model.stack.pe.reads_positions
 
 
-READING = [pe for pe in yaml_choices("pe") if reads_positions(pe)]
+def takes_task_positions(pe: str) -> bool:
+    """Whether the encoding's config takes task positions: those that draw their own training
+    positions (Random Float Sampling, Randomized YaRN) refuse them in one line."""
+    from lengen.pe.config import check_encoding
+
+    node = compose_train(f"pe={pe}", *TINY).pe
+    try:
+        check_encoding(node, d_model=32, n_heads=4, train_positions=8, task_positions=True)
+    except ValueError as error:
+        return "data.task.positions" not in str(error)
+    return True
+
+
+READING = [pe for pe in yaml_choices("pe") if reads_positions(pe) and takes_task_positions(pe)]
 BLIND = [pe for pe in yaml_choices("pe") if pe not in READING]
 
 
