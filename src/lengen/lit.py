@@ -34,6 +34,7 @@ from lengen.checks import TrainingDiverged
 from lengen.data.source import IGNORE, DataSource, mix_seed
 from lengen.evaluation.metrics import STAT_KEYS, add_stats, loss_sum, summarise
 from lengen.evaluation.metrics import batch_stats as host_batch_stats
+from lengen.model.mixers.state import carried_states, restore_carried_states
 from lengen.options import OptimConfig
 from lengen.schema import node_options
 
@@ -290,12 +291,15 @@ class LitModel(pl.LightningModule):
             # a run resumed after its last validation (killed while evaluating, say) reports it
             "validation": self.last_validation,
             "last_logged": self.last_logged if self.row_logged else {},
+            # recurrent layers' states kept between batches (state_init=passing, fitted_noise)
+            "recurrent_states": carried_states(self.model),
         }
 
     def on_load_checkpoint(self, checkpoint):
         state = checkpoint.get("lengen", {})
         self.train_tokens = state.get("train_tokens", 0)
         self.last_validation = state.get("validation", {})
+        restore_carried_states(self.model, state.get("recurrent_states", {}))
 
 
 def shard(batch: dict, rank: int, world_size: int) -> dict:

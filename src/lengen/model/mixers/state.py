@@ -23,8 +23,10 @@ Only in training (``module.training``, no decoding cache): evaluation, validatio
 start from zero and are deterministic. The noise draws from torch's global generator, which
 lengen seeds from (seed, step) every training step, so a resumed run draws the same. What a
 mixer's state is, each says (``RecurrentMixer.memory_of`` / ``with_memory`` /
-``memory_shapes``); the recorded states are plain attributes, not buffers, so checkpoints keep
-their keys: a resumed run's first batch under ``passing`` or ``fitted_noise`` starts from zero.
+``memory_shapes``). The recorded states are plain attributes, not buffers, so the weights'
+keys stay as they were; a checkpoint carries them beside the weights (``carried_states``,
+written and read by ``lengen.lit``), so a resumed run's next batch starts where the
+uninterrupted run's would.
 Quotations: the authors' post ``goombalab/goombalab.github.io``
 ``_posts/2025-07-06-improving-length-generalization.md`` (the paper's own text is not stored).
 """
@@ -61,11 +63,12 @@ class TrainingState:
             for shape, (mean, std) in zip(mixer.memory_shapes(batch), self.fitted, strict=True):
                 per_head = (1, -1) + (1,) * (len(shape) - 2)  # (1, H, 1, …): broadcast by head
                 noise = torch.randn(shape, device=x.device, dtype=mean.dtype)
+                mean, std = mean.to(x.device), std.to(x.device)  # (a checkpoint's: on the CPU)
                 drawn.append(mean.view(per_head) + std.view(per_head) * noise)
             return mixer.with_memory(tuple(drawn))
         if self.init == "passing" and self.passed is not None:
-            rows = torch.arange(batch, device=x.device) % self.passed[0].shape[0]
-            return mixer.with_memory(tuple(tensor[rows] for tensor in self.passed))
+            rows = torch.arange(batch) % self.passed[0].shape[0]
+            return mixer.with_memory(tuple(tensor[rows].to(x.device) for tensor in self.passed))
         return None
 
     def record(self, mixer, state) -> None:
@@ -91,6 +94,26 @@ class TrainingState:
             outputs.append(y)  # (B, segment, D)
         self.record(mixer, state)
         return torch.cat(outputs, dim=1)
+
+
+def carried_states(model) -> dict[str, dict]:
+    """What the model's layers carry from one training batch to the next, by module name
+    (empty without ``passing`` or ``fitted_noise``, or before the first batch): for a
+    checkpoint."""
+    carried = {}
+    for name, module in model.named_modules():
+        held = getattr(module, "interventions", None)
+        if isinstance(held, TrainingState) and (held.passed or held.fitted) is not None:
+            carried[name] = {"passed": held.passed, "fitted": held.fitted}
+    return carried
+
+
+def restore_carried_states(model, carried: dict[str, dict]) -> None:
+    """Put back what ``carried_states`` took (a checkpoint's), by module name."""
+    modules = dict(model.named_modules())
+    for name, held in carried.items():
+        state = modules[name].interventions
+        state.passed, state.fitted = held["passed"], held["fitted"]
 
 
 def _detached(state):
