@@ -114,8 +114,9 @@ def test_the_model_trains_on_the_drawn_positions():
         ({"float_range": 4}, {}, r"^pe\.float_range=4 is shorter than the 8 positions"),
         ({}, {"task_positions": True}, r"^pe=rope_rfs draws its training positions, but the task"),
         ({}, {"axes": 2}, r"^pe: RandomFloatRoPE has no form for positions on 2 axes"),
+        ({"extension": "rerope", "rerope_window": 4}, {}, r"^pe\.extension=rerope re-maps"),
     ],
-    ids=["randomized", "short-range", "task-positions", "grid"],
+    ids=["randomized", "short-range", "task-positions", "grid", "extension"],
 )
 def test_other_sources_of_positions_are_refused_without_torch(options, context, message):
     with pytest.raises(ValueError, match=message):

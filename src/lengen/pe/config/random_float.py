@@ -46,6 +46,12 @@ class RandomFloatRoPEConfig(RoPEConfig):
 
     def check_own(self, context: EncodingContext) -> RopeSizes:
         refuse_other_draws(self, context, "rope_rfs")
+        if self.extension != "none":
+            # the training-free arms re-map the integer positions 0 … T−1 (lengen.pe.extension)
+            raise ValueError(
+                f"pe.extension={self.extension} re-maps the positions 0 … T−1, but pe=rope_rfs "
+                f"trains on real positions it draws; allowed: pe.extension=none (or pe=rope)"
+            )
         span = drawn_range(self.float_range, context)
         if span is not None and context.train_positions and span < context.train_positions:
             raise ValueError(
