@@ -1,6 +1,9 @@
 """Issue #51's hostile trial (../shared/trials/hostile-2026-11-28.md), the cases left after
 round three (tests/test_faults_round3.py): memory limits the size check could not see
-(E13b), ..."""
+(E13b); block options and encodings that cannot act together, and encodings with no attention
+layer to act in, refused before torch (they were refused at build, a run folder left).
+Evaluation estimates: tests/test_estimate_bound.py; damaged calibrations:
+tests/test_estimate_damage.py."""
 
 from __future__ import annotations
 
@@ -8,7 +11,8 @@ import resource
 
 import pytest
 
-from helpers import compose_train
+from helpers import compose_train, fresh_python, run_train
+from lengen import preflight
 from lengen.errors import ConfigError
 from lengen.preflight import limits
 from lengen.preflight.resources import available_memory, check_memory
@@ -69,3 +73,87 @@ def test_an_evaluation_length_past_the_address_space_limit_is_refused(address_li
     cfg = compose_train("debug=fast", "trainer.accelerator=cpu", "eval.lengths=[8,16,32768]")
     with pytest.raises(ConfigError, match=r"^eval.lengths: evaluating length 32768 .*ulimit -v"):
         check_memory(cfg)
+
+
+# -- block options and encodings, before torch ---------------------------------------------
+#: (overrides, the refusal's start): block options on plain logits with an encoding that has
+#: none (it computes attention itself, or reads its logits from q·k)
+NO_PLAIN_LOGITS = [
+    (("pe=fox", "model.attn_sinks=true"), "model.attn_sinks=true: pe=ForgettingAttention computes"),
+    (("pe=stick_breaking", "model.kv_bias=true"), "model.kv_bias=true: pe=StickBreaking computes"),
+    (("pe=path", "model.attn_fn=sigmoid"), "model.attn_fn=sigmoid: pe=PaTH computes attention"),
+    (("pe=cope", "model.attn_fn=sigmoid"), "model.attn_fn=sigmoid: pe=CoPE reads its logits"),
+    (("pe=dape", "model.attn_sinks=true"), "model.attn_sinks=true: pe=DAPE reads its logits"),
+    (
+        ("pe=rope", "pe.extension=rerope", "model.attn_sinks=true"),
+        "model.attn_sinks=true: pe=RoPE computes attention itself under pe.extension=rerope",
+    ),
+    (("pe=irope", "pe.layers=[rope,fox]", "model.kv_bias=true"), "model.kv_bias=true: pe=Forg"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), NO_PLAIN_LOGITS)
+def test_a_block_option_on_plain_logits_is_refused_with_an_encoding_without_them(
+    overrides, message
+):
+    with pytest.raises(ConfigError) as refused:
+        preflight.check_components(compose_train(*overrides))
+    assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [("pe=rope", "model.attn_sinks=true"), ("pe=alibi", "model.attn_fn=sigmoid"),
+     ("pe=fox", "model.attn_gate=headwise"), ("pe=fox", "model.qk_norm=true")],
+)  # fmt: skip
+def test_block_options_an_encoding_can_take_pass(overrides):
+    preflight.check_components(compose_train(*overrides))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "name"),
+    [(("model.mixer=gla",), "RoPE"), (("model.mixers=[gla,lstm]", "pe=alibi"), "ALiBi"),
+     (("model.mixer=gla", "pe=fox"), "ForgettingAttention"),
+     (("model.mixer=gla", "pe=cope"), "CoPE"), (("model.mixer=gla", "pe=irope"), "IRoPE")],
+)  # fmt: skip
+def test_an_encoding_with_no_attention_layer_to_act_in_is_refused_before_torch(overrides, name):
+    with pytest.raises(ConfigError, match=rf"^pe: {name} acts in attention layers only and no "):
+        preflight.check_components(compose_train(*overrides))
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [("pe=nope", "model.mixer=gla"), ("pe=learned", "model.mixer=lstm"),
+     ("pe=sinusoidal", "model.mixer=deltanet"), ("pe=rope", "model.mixers=[gla,attention]")],
+)  # fmt: skip
+def test_an_encoding_that_reaches_the_model_passes(overrides):
+    preflight.check_components(compose_train(*overrides))
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    ["pe=fox model.attn_sinks=true", "model.mixer=gla"],
+)
+def test_the_refusal_is_one_line_and_writes_nothing(tmp_path, arguments):
+    result = run_train(
+        "debug=fast", "eval.lengths=[8,16]", *arguments.split(), cwd=tmp_path, timeout=120,
+        one_thread=True,
+    )  # fmt: skip
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("overrides", [("pe=fox", "model.kv_bias=true"), ("model.mixer=gla",)])
+def test_the_refusal_imports_no_torch(overrides):
+    code = (
+        "import sys\n"
+        "from helpers import compose_train\n"
+        "from lengen import preflight\n"
+        "from lengen.errors import ConfigError\n"
+        "try:\n"
+        f"    preflight.check_components(compose_train(*{overrides!r}))\n"
+        "except ConfigError as error:\n"
+        "    print('refused')\n"
+        "print('torch' in sys.modules)\n"
+    )
+    assert fresh_python(code).splitlines() == ["refused", "False"]

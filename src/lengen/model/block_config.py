@@ -36,6 +36,19 @@ class AttentionOptions:
         return self.extra_keys > 0 or self.fn != "softmax"
 
 
+def logit_option(options: AttentionOptions) -> str | None:
+    """The block option, as ``key=value``, that acts on the softmax's plain logits (a key
+    column: sinks, key/value biases; the sigmoid in its place), or None: an encoding without
+    such logits (one that computes attention itself, or reads them from q·k) refuses it, before
+    torch (``lengen.pe.config.base.EncodingConfig.check_plain_logits``) and at build
+    (``lengen.model.block_options.check_encoding``)."""
+    if not options.changes_attention:
+        return None
+    if options.fn != "softmax":
+        return f"model.attn_fn={options.fn}"
+    return "model.attn_sinks=true" if options.sinks else "model.kv_bias=true"
+
+
 def attention_options(cfg) -> AttentionOptions:
     """The block options of a model config (``ModelConfig``)."""
     return AttentionOptions(cfg.attn_gate, cfg.attn_sinks, cfg.kv_bias, cfg.qk_norm, cfg.attn_fn)

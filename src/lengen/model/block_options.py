@@ -36,10 +36,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lengen.model.block_config import AttentionOptions
+from lengen.model.block_config import AttentionOptions, logit_option
 from lengen.model.blocked import _sdpa_causal_offset
 from lengen.model.kernels import MAX_BIAS_ELEMENTS, scaled_query_and_kernel
 from lengen.pe.base import PositionalEncoding
+from lengen.pe.config.logits import plain_logits_refusal
 
 #: the std of Gu et al.'s key and value biases at initialisation (``model_kv_bias.py``)
 KV_BIAS_STD = 0.02
@@ -102,17 +103,11 @@ def extra_keys(layer: nn.Module, options: AttentionOptions, like: Tensor):
 
 def check_encoding(pe: PositionalEncoding, options: AttentionOptions) -> None:
     """Refuse options that change the weights with an encoding that has no plain logits."""
-    if not options.changes_attention or not (pe.has_attention or pe.has_contextual):
+    key = logit_option(options)
+    if key is None or not (pe.has_attention or pe.has_contextual):
         return
-    key = "model.attn_fn" if options.fn != "softmax" else (
-        "model.attn_sinks" if options.sinks else "model.kv_bias"
-    )  # fmt: skip
     why = "computes attention itself" if pe.has_attention else "reads its logits from q·k"
-    raise ValueError(
-        f"{key}: pe={type(pe).__name__} {why}, so it has no logits to add a key column to or "
-        f"to pass through a sigmoid; allowed: that key's default, or an encoding with plain "
-        f"logits (nope, rope, alibi, t5, fire, …)"
-    )
+    raise ValueError(plain_logits_refusal(key, type(pe).__name__, why))
 
 
 def attend_with_options(

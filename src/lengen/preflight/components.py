@@ -8,8 +8,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from lengen.build import build, build_data, user_errors
 from lengen.config import eval_lengths
+from lengen.model.block_config import attention_options, logit_option
 from lengen.model.config import model_config
 from lengen.preflight.resources import cuda_available
+from lengen.schema import node_options
 
 
 def check_components(cfg: DictConfig) -> bool:
@@ -38,14 +40,52 @@ def check_components(cfg: DictConfig) -> bool:
         options = model_config(model._target_)
         node = OmegaConf.to_container(cfg.pe, resolve=True)
         sizes = dict(d_model=model.d_model, n_heads=model.n_heads, n_layers=model.n_layers)
+        # a block option that needs plain softmax logits, for the encoding to refuse
+        logits = None
+        if options is not None:
+            typed = options.from_keys(node_options(model), owner=options.kind)
+            logits = logit_option(attention_options(typed))
+            check_encoding_reaches(node, typed)
         known = [
-            check_encoding(node, causal=causal, **sizes, **positions)
+            check_encoding(node, causal=causal, logit_option=logits, **sizes, **positions)
             for causal in (options.stacks if options is not None else ())
         ]
         if data is not None:
             check_task_name(cfg, data)
             data.check_sampling()
     return all(known) and options is not None and model.get("attention") != "flex"
+
+
+def check_encoding_reaches(node: dict, model) -> None:
+    """Refuse, before torch, an encoding that acts only inside attention in a model where no
+    layer attends (``model.mixers`` every one recurrent): it would change nothing, the model
+    pe=nope's (the build refused it, ``lengen.model.mixers.build.check_encoding_reaches``,
+    after the run folder was made). ``node``: the pe node; ``model``: its typed config."""
+    from lengen.pe.config.base import config_class, encoding_target
+    from lengen.pe.config.schedule import ScheduleConfig
+
+    plans = model.mixer_plans()
+    if any(not plans[index % len(plans)].recurrent for index in range(model.n_layers)):
+        return
+    options = config_class(node.get("_target_"))
+    if options is None:
+        return  # a user's encoding: the build decides
+    if issubclass(options, ScheduleConfig):
+        entries = node.get("layers") or ScheduleConfig.defaults()["layers"]
+        names = [entry if isinstance(entry, str) else entry.get("pe") for entry in entries]
+        layers = [config_class(encoding_target(str(name))) for name in names]
+        acts = any(layer is not None and layer.acts_in_attention for layer in layers)
+    else:
+        acts = options.acts_in_attention and not options.embeds
+    if acts:
+        key = "model.mixers" if model.mixers is not None else "model.mixer"
+        name = node["_target_"].rpartition(".")[2]
+        raise ValueError(
+            f"pe: {name} acts in attention layers only and no layer attends ({key}: every "
+            f"layer recurrent), so it would change nothing; allowed: pe=nope, an encoding "
+            f"added to the embeddings (sinusoidal, learned), or an attention layer in "
+            f"model.mixers"
+        )
 
 
 def check_task_name(cfg: DictConfig, data) -> None:

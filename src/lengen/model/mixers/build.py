@@ -20,8 +20,9 @@ def check_encoding_reaches(pe: PositionalEncoding, attends: list[bool]) -> None:
     """Refuse an encoding that acts only in attention (a rotation, a bias, its own attention)
     in a stack where no layer attends: recurrent mixers call no hook, so it would change
     nothing (the model is pe=nope's). The same kind of refusal as the stack's for task
-    positions; the typed configs, which refuse before torch, see the mixers and the encoding
-    apart."""
+    positions; the pre-check makes it before torch from the typed configs
+    (``lengen.preflight.components.check_encoding_reaches``), this one stays for models built
+    without it."""
     acts_in_attention = pe.reads_positions or pe.has_attention
     if any(attends) or not acts_in_attention or type(pe).embed is not PositionalEncoding.embed:
         return

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from lengen.checks import check_heads, positive_int
+from lengen.pe.config.logits import check_plain_logits
 from lengen.schema import Config, flag, integer, node_options, number, one_of, option
 
 #: the base of the sinusoid frequencies (Vaswani et al.), kept by RoPE, xPos, Sandwich and
@@ -58,6 +59,9 @@ class EncodingContext:
     #: the task gives each token its position (``inputs["positions"]`` (T,): position
     #: coupling, Abacus; ``lengen.data.tasks.arithmetic``) instead of the index 0 … T−1
     task_positions: bool = False
+    #: the model's block option that acts on plain softmax logits, as ``key=value``
+    #: (``lengen.model.block_config.logit_option``), or None
+    logit_option: str | None = None
 
     @property
     def head_dim(self) -> int:
@@ -98,6 +102,13 @@ class EncodingConfig(Config):
     #: computes attention itself (the torch class's ``attention`` hook: FoX, stick-breaking,
     #: PaTH), so it has no local mask to apply: ``window`` / ``chunk`` refused (``check_local``)
     computes_attention: ClassVar[bool] = False
+    #: reads its logits from q·k itself (the torch class's ``contextual_logits`` hook: CoPE,
+    #: DAPE), so a block option acting on plain logits is refused too (``check_plain_logits``)
+    contextual_logits: ClassVar[bool] = False
+    #: its hooks act inside attention layers (a rotation, a logit bias, gates, its own
+    #: attention): a stack where no layer attends would not see it (NoPE: nothing acts;
+    #: an encoding that ``embeds`` acts on the embeddings)
+    acts_in_attention: ClassVar[bool] = True
 
     #: Ruoss et al. 2023: positions (bias encodings: distances) drawn from [0, max_position)
     randomized: bool = option(False, flag())
@@ -172,8 +183,14 @@ class EncodingConfig(Config):
                 )
         self.check_task_positions(context, name)
         self.check_local(name)
+        check_plain_logits(self, context, name)
         self.check_temperatures()
         return self.check_own(context)
+
+    def attends_itself(self) -> str | None:
+        """How the torch class computes attention itself (its ``attention`` hook), or None:
+        ``computes_attention``, or an option's choice (RoPE's ``pe.extension`` arms)."""
+        return "computes attention itself" if self.computes_attention else None
 
     def check_local(self, name: str) -> None:
         """A local mask (``window``, ``chunk``) needs attention that lengen's kernels compute:

@@ -13,6 +13,7 @@ from lengen.schema import integer, option
 class CoPEConfig(EncodingConfig):
     attention_copies: ClassVar[int] = 20  # gates, their cumulative sums, interpolation (18)
     causal_only: ClassVar[bool] = True
+    contextual_logits: ClassVar[bool] = True  # gates from q·k (lengen.pe.cope)
     npos_max: int = option(64, integer(minimum=2))
 
     def parameter_sizes(self, context: EncodingContext) -> dict[str, int]:

@@ -29,6 +29,7 @@ _bias_options = wrapped_options("bias", "variant: power")
 
 @dataclasses.dataclass(frozen=True)
 class DAPEConfig(DistanceBiasConfig):
+    contextual_logits: ClassVar[bool] = True  # its MLP reads the logits (lengen.pe.dape)
     bias: str = option("alibi", one_of(*DAPE_BIASES))
     bias_options: dict | None = option(None, _bias_options)
     mlp_width: int = option(32, integer())

@@ -11,3 +11,4 @@ from lengen.pe.config.base import EncodingConfig
 @dataclasses.dataclass(frozen=True)
 class NoPEConfig(EncodingConfig):
     supports_axes: ClassVar[bool] = True
+    acts_in_attention: ClassVar[bool] = False  # nothing acts (its shared options are refused)

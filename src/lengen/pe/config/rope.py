@@ -96,6 +96,11 @@ class RoPEConfig(EncodingConfig):
     dca_chunk_size: int | None = option(None, integer(nullable=True))
     dca_local_window: int | None = option(None, integer(nullable=True))
 
+    def attends_itself(self) -> str | None:
+        if self.extension == "none":
+            return None
+        return f"computes attention itself under pe.extension={self.extension}"
+
     def check_own(self, context: EncodingContext) -> RopeSizes:
         require_even_head_dim(context, "rope")
         rotary_dim = rotary_dimension(context.head_dim, self.fraction)
