@@ -23,6 +23,14 @@ class ComRoPEConfig(GeneratorConfig):
     #: standard deviation of the initial P (the reference's ``init_std``)
     init_std: float = option(1.0, number(above=0))
 
+    def parameter_sizes(self, context: EncodingContext) -> dict[str, int]:
+        # P (sets, H, hd/b, b, b) and, for LD, θ (sets, A, hd/b)
+        block, sets = self.block(context), self.sets(context)
+        size = sets * context.n_heads * context.head_dim * block
+        if self.variant == "ld":
+            size += sets * context.axes * (context.head_dim // block)
+        return {"pe.block_size": size}
+
     def check_own(self, context: EncodingContext) -> int:
         block = super().check_own(context)
         if self.variant == "ap" and (context.head_dim // block) % context.axes:

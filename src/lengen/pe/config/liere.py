@@ -37,6 +37,10 @@ class GeneratorConfig(EncodingConfig):
             )
         return block
 
+    def sets(self, context: EncodingContext) -> int:
+        """Parameter sets: one per layer, or one for the stack."""
+        return context.n_layers if self.per_layer else 1
+
     def activation_sizes(self, context: EncodingContext, batch: int, tokens: int) -> dict:
         # the rotations (H, T, hd/b, b, b) and matrix_exp's intermediates (about 6 copies)
         # per layer, kept for backward; independent of the batch
@@ -50,3 +54,8 @@ class LieREConfig(GeneratorConfig):
     #: size of each skew-symmetric generator block; null = the head dimension (LieRE's
     #: generator_dim 64 = its dim_head: one dense generator per axis and head)
     block_size: int | None = option(None, integer(minimum=2, nullable=True))
+
+    def parameter_sizes(self, context: EncodingContext) -> dict[str, int]:
+        # raw generators (sets, H, A, hd/b, b, b)
+        size = self.sets(context) * context.n_heads * context.axes * context.head_dim
+        return {"pe.block_size": size * self.block(context)}

@@ -10,6 +10,12 @@ from lengen.pe.config.rope_mixed import RoPEMixedConfig
 
 @dataclasses.dataclass(frozen=True)
 class STRINGConfig(RoPEMixedConfig):
+    def parameter_sizes(self, context: EncodingContext) -> dict[str, int]:
+        # the bases S (sets, H, hd, hd) and RoPE-Mixed's frequencies (sets, H, hd/2, A)
+        sets = context.n_layers if self.per_layer else 1
+        per_head = context.head_dim**2 + context.head_dim // 2 * context.axes
+        return {"model.d_model": sets * context.n_heads * per_head}
+
     def check_own(self, context: EncodingContext) -> None:
         require_even_head_dim(context, "string")
         axis_share(
