@@ -3,6 +3,7 @@
     python scripts/bench_pack.py                          # CPU: a pack of 8 seeds vs 8 solo runs
     python scripts/bench_pack.py --steps 500 --repeats 3 --json results/bench/cpu_pack.json
     python scripts/bench_pack.py --device cuda --members 64 --json results/bench/gpu_pack.json
+    python scripts/bench_pack.py --member-threads 2     # CPU: members two at a time, in threads
 
 Both ways train the default experiment (``python train.py``'s config) with seeds 0, 1, …, for
 ``--steps`` steps each (the learning-rate horizon too), on ``--device``:
@@ -94,7 +95,10 @@ def child(args) -> dict:
     import lengen.train  # noqa: F401
 
     if args.child == "pack":
-        import lengen.pack  # noqa: F401
+        import lengen.pack.engine
+
+        # members trained at once, one a thread of one intra-op thread (engine.MEMBER_THREADS)
+        lengen.pack.engine.MEMBER_THREADS[args.device] = args.member_threads
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
@@ -117,6 +121,10 @@ def child(args) -> dict:
         "wall_s": wall,
         "cpu_s": cpu,
         "unfinished": unfinished,
+        # what the engine was set to (the pack's), not only what was asked
+        "member_threads": (
+            lengen.pack.engine.MEMBER_THREADS[args.device] if args.child == "pack" else None
+        ),
         "peak_rss_growth_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024,
     }
     result["memory_per_member_mib"] = result["peak_rss_growth_mib"] / at_once
@@ -134,6 +142,7 @@ def run_child(args, way: str, folder: Path, log: Path) -> dict:
         sys.executable, __file__, "--child", way, "--folder", str(folder), "--out", str(out),
         "--device", args.device, "--members", str(args.members),
         "--solo-runs", str(args.solo_runs), "--steps", str(args.steps), "--eval", args.eval,
+        "--member-threads", str(args.member_threads),
         *(["--threads", str(args.threads)] if args.threads else []),
         *[f"--set={value}" for value in args.set],
     ]  # fmt: skip
@@ -210,6 +219,7 @@ def compare(args, log: Path) -> dict:
         "steps": args.steps,
         "repeats": args.repeats,
         "evaluation": args.eval,
+        "member_threads": args.member_threads,
         "machine": machine(args),
         "wall_s": {"pack": pack, "solo": solo},
         "cpu_s": {w: spread([r["cpu_s"] for r in measured[w]]) for w in measured},
@@ -242,6 +252,13 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     parser.add_argument("--eval", default="minimal", choices=["minimal", "default"])
     parser.add_argument(
+        "--member-threads",
+        type=int,
+        default=1,
+        help="a CPU pack's members trained at once, one a thread (lengen.pack.engine's "
+        "MEMBER_THREADS; 1: one after another, the default)",
+    )
+    parser.add_argument(
         "--set", action="append", default=[], help="another override, e.g. model.d_model=64"
     )
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -254,7 +271,7 @@ def main(argv: list[str] | None = None) -> dict | None:
         args.members = 64 if args.device == "cuda" else 8
     if args.solo_runs is None:
         args.solo_runs = 1 if args.device == "cuda" else args.members
-    for name in ("members", "solo_runs", "steps", "repeats"):
+    for name in ("members", "solo_runs", "steps", "repeats", "member_threads"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')}={getattr(args, name)}: allowed: >= 1")
     if args.child:

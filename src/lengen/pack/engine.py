@@ -209,6 +209,13 @@ def stack_batches(batches: list[dict], causal: bool, device: torch.device):
 #: a GPU keeps vmap, where one call for all members is what fills the device
 LOOPED = {"cpu": True}
 
+#: threads that train a looped pack's members at once (``stack.MemberThreads``: each with one
+#: intra-op thread of torch's); 1: members one after another with torch's own threads, as a
+#: solo run. Not raised by default: whether members side by side on 2 cores beat a member
+#: spread over them is for a quiet machine's benchmark to say (``scripts/bench_pack.py
+#: --member-threads 2``), and a member on one thread sums as a one-thread solo run does
+MEMBER_THREADS = {"cpu": 1}
+
 #: what one more vmapped call costs, in padded member-lengths (``length_groups``): on a CPU,
 #: where a step's time is its arithmetic, about one member at the pack's mean length (a call's
 #: dispatch work); on a GPU, where a small model's step is launch-bound, more calls never pay
@@ -278,6 +285,7 @@ class PackRun:
         self.bf16 = str(trainer.get("precision", "32-true")) == "bf16-mixed"
         self.group_cost = GROUP_COST.get(device.type, math.inf)
         self.looped = LOOPED.get(device.type, False)
+        self.member_threads = MEMBER_THREADS.get(device.type, 1) if self.looped else 1
         self.timer = PackTimer()
         self.outcomes: dict[int, dict] = {}
         self.started = time.monotonic()
@@ -294,8 +302,9 @@ class PackRun:
         lrs = [float(m.cfg.optim.lr) for m in active]  # optim.lr may differ (PACKABLE_KEYS)
         models = [m.model for m in active]
         stacked = StackedModels(
-            models, self.optim, lrs, self.max_steps, self.device, looped=self.looped
-        )
+            models, self.optim, lrs, self.max_steps, self.device, looped=self.looped,
+            threads=self.member_threads,
+        )  # fmt: skip
         if step > 0:
             states = [m.state["optimizer_states"][0] for m in active]
             stacked.load_states(states, [m.state["lr_schedulers"][0] for m in active])
@@ -309,6 +318,7 @@ class PackRun:
                 step += 1
         finally:
             signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C interrupts again
+            stacked.close()
         return self.outcomes
 
     def step(self, stacked: StackedModels, active: list[Member], step: int, causal: bool, size):

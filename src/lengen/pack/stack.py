@@ -46,11 +46,22 @@ class StackedModels:
     """
 
     def __init__(
-        self, models: list, optim, lrs: list[float], max_steps: int, device, looped: bool = False
+        self,
+        models: list,
+        optim,
+        lrs: list[float],
+        max_steps: int,
+        device,
+        looped: bool = False,
+        threads: int = 1,
     ):
         self.template = models[0]
         self.optim, self.lrs, self.max_steps, self.device = optim, list(lrs), max_steps, device
         self.looped = looped  # members' gradients one after another (``gradients``), not vmapped
+        #: looped members trained concurrently (``MemberThreads``): each thread's forward runs
+        #: in a member's own module, since functional_call swaps tensors into the module it runs
+        self.modules = list(models)
+        self.threads = MemberThreads(threads) if looped and threads > 1 else None
         named = dict(self.template.named_parameters())
         self.decay = {name: decays(name, p) for name, p in named.items()}
         #: the solo optimiser's parameter order: the decaying ones, then the others
@@ -155,13 +166,15 @@ class StackedModels:
         self.params = {name: p[index].clone() for name, p in self.params.items()}
         self.buffers = {name: b[index].clone() for name, b in self.buffers.items()}
         self.lrs = [self.lrs[i] for i in keep]
+        self.modules = [self.modules[i] for i in keep]
         self._build()
         self.load_states(optimizer_states, schedule_states)
 
     # -- a training step -----------------------------------------------------------------------
-    def _member_loss(self, params, buffers, inputs, targets, tokens):
+    def _member_loss(self, params, buffers, inputs, targets, tokens, module=None):
         # one member: inputs {name: (B, T)}, targets (B, T), tokens () its scored tokens
-        logits = functional_call(self.template, (params, buffers), args=(), kwargs=inputs)
+        module = self.template if module is None else module
+        logits = functional_call(module, (params, buffers), args=(), kwargs=inputs)
         summed = torch.nn.functional.cross_entropy(  # lengen.evaluation.metrics.loss_sum
             logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE, reduction="sum"
         )
@@ -203,30 +216,42 @@ class StackedModels:
         kernels on the same shapes, so the same sums), on leaves that alias the member's slices
         of the stacks. On a CPU this is faster than ``vmap``: its batched matrix products and
         per-operator batching cost more than the members' own products on 2 cores
-        (docs/benchmarks.md, "CPU pack")."""
-        members = range(self.size) if members is None else members
-        found = []
-        for row, member in enumerate(members):
-            # detach(): a leaf sharing the slice's memory, so autograd stops at the member's own
-            # parameters; the update still goes to the stacks through the optimiser's views
-            params = {n: p[member].detach().requires_grad_(True) for n, p in self.params.items()}
-            buffers = {name: b[member] for name, b in self.buffers.items()}
-            mean, stats = self._member_loss(
-                params,
-                buffers,
-                {name: tensor[row] for name, tensor in inputs.items()},
-                targets[row],
-                tokens[row],
+        (docs/benchmarks.md, "CPU pack"). With ``threads``, members at once, one a thread."""
+        members = list(range(self.size) if members is None else members)
+        jobs = [
+            (member, {n: t[row] for n, t in inputs.items()}, targets[row], tokens[row])
+            for row, member in enumerate(members)
+        ]
+        if self.threads is None or len(jobs) < 2:
+            found = [self._member_gradient(*job) for job in jobs]
+        else:  # each in a member's own module (functional_call swaps tensors into it)
+            found = self.threads.map(
+                lambda job: self._member_gradient(*job, module=self.modules[job[0]]), jobs
             )
-            grads = torch.autograd.grad(mean, list(params.values()), allow_unused=True)
-            for name, grad in zip(params, grads, strict=True):
-                if grad is None:  # a parameter this batch does not reach: grad's zero
-                    self.grads[name][member].zero_()
-                else:
-                    self.grads[name][member].copy_(grad)
-            found.append(stats)
         mean, summed, correct = (torch.stack(column) for column in zip(*found, strict=True))
         return mean, summed, correct
+
+    def _member_gradient(self, member: int, inputs, targets, tokens, module=None):
+        """Member ``member``'s gradient written into its slices of ``grads`` -> its (mean,
+        summed, correct) as ``_member_loss`` gives them; inputs {name: (B, T)}, targets (B, T)."""
+        # detach(): a leaf sharing the slice's memory, so autograd stops at the member's own
+        # parameters; the update still goes to the stacks through the optimiser's views
+        params = {n: p[member].detach().requires_grad_(True) for n, p in self.params.items()}
+        buffers = {name: b[member] for name, b in self.buffers.items()}
+        mean, stats = self._member_loss(params, buffers, inputs, targets, tokens, module)
+        grads = torch.autograd.grad(mean, list(params.values()), allow_unused=True)
+        for name, grad in zip(params, grads, strict=True):
+            if grad is None:  # a parameter this batch does not reach: grad's zero
+                self.grads[name][member].zero_()
+            else:
+                self.grads[name][member].copy_(grad)
+        return stats
+
+    def close(self) -> None:
+        """Stop the member threads, if any (torch's thread count as it was)."""
+        if self.threads is not None:
+            self.threads.close()
+            self.threads = None
 
     def discard(self, members: list[int]) -> None:
         """Zero these members' gradients (a diverged member's: it leaves after this step)."""
@@ -261,3 +286,37 @@ class StackedModels:
                 param.copy_(self.params[name][index])
             for name, buffer in model.named_buffers():
                 buffer.copy_(self.buffers[name][index])
+
+
+class MemberThreads:
+    """``count`` threads that train looped members at once (``engine.MEMBER_THREADS``), each
+    with one intra-op thread of torch's (a per-thread setting: the caller's count is kept), so
+    members run side by side on the cores instead of each spreading its small products over
+    them. Each job runs under the caller's autocast, which is per thread in torch."""
+
+    def __init__(self, count: int) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(
+            count, thread_name_prefix="lengen-member", initializer=torch.set_num_threads,
+            initargs=(1,),
+        )  # fmt: skip
+        self.caller_threads = torch.get_num_threads()
+
+    def map(self, job, items: list) -> list:
+        device = "cpu"
+        autocast = torch.is_autocast_enabled(device)
+        dtype = torch.get_autocast_dtype(device)
+
+        def run(item):
+            if not autocast:
+                return job(item)
+            with torch.autocast(device, dtype=dtype):
+                return job(item)
+
+        return list(self.pool.map(run, items))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        # the threads' set_num_threads(1) also set torch's count for threads started later
+        torch.set_num_threads(self.caller_threads)
