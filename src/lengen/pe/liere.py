@@ -17,7 +17,9 @@ a block is U − Uᵀ with U the strict upper triangle of the raw block (``torch
 diagonal=1)``; the reference's ``- 0.5`` cancels in U − Uᵀ); the generator of a token is
 Σ_a p_a B_a and its rotation ``torch.matrix_exp`` of it, in fp32; one generator per head and
 layer (``rotary_embedding_per_head`` / ``_per_layer``: true in its shipped configs,
-``lightning_conf/cifar100.yaml``); the block is the whole head by default (``generator_dim``
+``lightning_conf/cifar100.yaml``; but the stored ``models/vit.py`` ``Transformer.forward``
+replaces ``positional_transforms`` by layer 0's slice in its first iteration, so every layer
+of the reference turns with layer 0's generators: here each layer has its own); the block is the whole head by default (``generator_dim``
 64 = ``dim_head``, which its attention asserts); positions normalised by the training grid
 (``PositionEncoderBase.forward``: ``linspace(0, steps / expected_steps, steps)`` per axis, so
 the training side spans [0, 1] and a larger one reaches past 1). **Differences**: coordinates
