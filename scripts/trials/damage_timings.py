@@ -1,7 +1,9 @@
 """A damaged copy of lengen's timing calibration (hostile trial cases ES09, ES09b).
 
-``damage_timings.py SRC DST nan-inf|huge``: every number of SRC's calibration replaced, NaN
-for start-up times and inf for the rest (``nan-inf``) or 1e300 s (``huge``), written to DST.
+``damage_timings.py SRC DST nan-inf|huge``: SRC's calibration (``lengen.estimate``'s format,
+its ``version`` kept so that it is read, not discarded) with a step time and a start-up time
+added to every machine's entries where a short fixture run measured none, then every time
+replaced: NaN start-up and inf step and evaluation times (``nan-inf``), or 1e300 s (``huge``).
 """
 
 from __future__ import annotations
@@ -10,17 +12,19 @@ import json
 import sys
 
 
-def damage(node, how: str, key: str = ""):
-    """``node`` with every number replaced as ``how`` says (``key``: the name it sits under)."""
-    if isinstance(node, dict):
-        return {k: damage(v, how, k) for k, v in node.items()}
-    if isinstance(node, list):
-        return [damage(v, how, key) for v in node]
-    if isinstance(node, (int, float)) and not isinstance(node, bool):
-        if how == "huge":
-            return 1e300
-        return float("nan") if "start" in key else float("inf")
-    return node
+def damage(calibration: dict, how: str) -> dict:
+    """``calibration`` damaged as ``how`` says (module docstring)."""
+    bad = {"huge": (1e300, 1e300), "nan-inf": (float("nan"), float("inf"))}[how]
+    start_bad, time_bad = bad
+    for entries in calibration.get("machines", {}).values():
+        flops = next((e[0][0] for e in entries.values() if e), 1e8)
+        entries.setdefault("train", [[flops, 0.1, 1.0]])
+        entries.setdefault("start", [[3.0, 1.0]])
+        for kind, rows in entries.items():
+            for row in rows:  # [size, seconds, …] or, for start-up, [seconds, …]
+                where = 0 if kind == "start" else 1
+                row[where] = start_bad if kind == "start" else time_bad
+    return calibration
 
 
 if __name__ == "__main__":

@@ -124,7 +124,8 @@ SETUPS = {
         signal=("SIGTERM", {"after": 30}),
         limit=75,
     ),  # fmt: skip
-    "SL06": Setup(env={"SLURM_JOB_ID": "4242"}),
+    # a job's variables without srun's per-task ones (the case's KeyError('SLURM_NODEID'))
+    "SL06": Setup(env={"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "2"}),
     "O04": _sized(),
     "O06": _sized(),
     "O07": _sized(),
@@ -200,7 +201,7 @@ SETUPS = {
     ),  # fmt: skip
     "SW2": Setup(
         command="train.py -m pe=rope,alibi $REF hydra.sweep.dir=<tmp>/adv/w/SW2/sw",
-        signal=("SIGTERM", {"file": "adv/w/SW2/sw/*alibi*/checkpoints/last.ckpt", "delay": 1}),
+        signal=("SIGTERM", {"file": "adv/w/SW2/sw/*alibi*/checkpoints/last.ckpt"}),
         limit=300,
     ),
     "SN21": Setup(

@@ -145,6 +145,11 @@ def argv_for(command: str, repo: str, python: str) -> list[str]:
     return words
 
 
+def exact_words(words: tuple[str, ...], tmp: str, repo: str, python: str) -> list[str]:
+    """A set-up's exact argv with ``$P``, ``$REPO`` and the trial's placeholders filled in."""
+    return [python if w == "$P" else expand(w, tmp, python).replace("$REPO", repo) for w in words]
+
+
 def first_line(stderr: str) -> str:
     """The first stderr line the trial would have reported (``SKIPPED`` left out)."""
     for line in stderr.replace("\r", "\n").splitlines():
@@ -216,7 +221,7 @@ def run_case(case: Case, tmp: str, repo: str, python: str, limit: int) -> dict:
     if setup.skip:
         return {**record, "status": f"not re-run: {setup.skip}"}
     command = setup.command or case.command
-    if case.truncated and not setup.command:
+    if case.truncated and not (setup.command or setup.argv):
         return {**record, "status": "not re-run: the command is cut short ('…') in the record"}
     work = Path(tmp, "adv", "w", case.id)
     work.mkdir(parents=True, exist_ok=True)
@@ -251,11 +256,7 @@ def run_case(case: Case, tmp: str, repo: str, python: str, limit: int) -> dict:
     else:
         argv = [
             *wrap,
-            *(
-                setup.argv
-                and [expand(a, tmp, python) for a in setup.argv]
-                or argv_for(command, repo, python)
-            ),
+            *(exact_words(setup.argv, tmp, repo, python) or argv_for(command, repo, python)),
         ]
     out_path, err_path = work / "case.out", work / "case.err"
     start = time.monotonic()
