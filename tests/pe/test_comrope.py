@@ -139,3 +139,11 @@ def test_comrope_ap_needs_an_equal_share_of_blocks_per_axis():
 def test_comrope_variant_is_one_of_ld_ap():
     with pytest.raises(ValueError, match=r"^pe\.variant must be one of ld, ap; got 'xy'$"):
         comrope(variant="xy")
+
+
+def test_comrope_readout_rows_are_not_rotated():
+    pe = comrope()
+    positions = grid_cells((3, 3), readout=True)  # the last row is [-1, -1]
+    q = torch.randn(1, 2, 10, 12)
+    rotated, _ = pe.rotate(q, q, positions, positions)
+    torch.testing.assert_close(rotated[:, :, -1], q[:, :, -1])

@@ -131,3 +131,16 @@ def test_string_gradients_reach_the_basis_and_the_frequencies_of_every_layer():
 def test_string_refuses_a_head_dimension_without_an_even_share_per_axis():
     with pytest.raises(ValueError, match=r"^pe=string: the head dimension .* = 10 must be"):
         string(d_model=20)
+
+
+def test_string_readout_scores_are_those_of_the_identity_rotation():
+    # a −1 row has R = PᵀIP = I: its score with a cell p is q_rᵀ R(p) k (computed in P's basis)
+    torch.manual_seed(0)
+    pe = with_random_basis(string())
+    positions = grid_cells((3, 3), readout=True)
+    q, k = torch.randn(2, 1, 2, 10, 12).unbind(0)
+    rotated_q, rotated_k = pe.rotate(q, k, positions, positions)
+    actual = torch.einsum("bhi,bhti->bht", rotated_q[:, :, -1].double(), rotated_k.double())
+    rotation, _ = reference_rotations(pe, 0, positions.clamp(min=0))  # the −1 row at 0: I
+    expected = torch.einsum("i,tij,tj->t", q[0, 0, -1].double(), rotation, k[0, 0].double())
+    torch.testing.assert_close(actual[0, 0], expected, atol=1e-4, rtol=1e-5)
