@@ -246,12 +246,18 @@ def each(
 
         yield from tqdm(items, desc=desc, unit=unit)
         return
+    from lengen.heartbeat import heartbeat
+
     costs = [cost(item) if cost else 1 for item in items]
     start = time.monotonic()
     for done, item in enumerate(items, start=1):
-        yield item
         if mode != "lines":
+            yield item
             continue
+        # a long item says it is still running (a length of hours printed nothing: O15)
+        running = f"{desc}: {unit} {item} ({done}/{len(items)})"
+        with heartbeat(f"[{label}] {running}" if label else running):
+            yield item
         elapsed = time.monotonic() - start
         line = f"{desc}: {unit} {item} done ({done}/{len(items)}) in {duration(elapsed)}"
         if done < len(items):
