@@ -118,8 +118,15 @@ class LearnedGenerators(PositionalEncoding):
     ) -> tuple[Tensor, Tensor]:
         # q: (B, H, Tq, hd), k: (B, H, Tk, hd); positions (Tq,), (Tk,) or (Tq, A), (Tk, A)
         with torch.autocast(q.device.type, enabled=False):
-            q = rotate_blocks(q, self.rotations(q_positions))
-            k = rotate_blocks(k, self.rotations(k_positions))
+            key_rotations = self.rotations(k_positions)  # (H, Tk, n, b, b)
+            # self-attention without a cache: the queries sit where the keys do, so the
+            # matrix exponentials (the cost of this encoding) are computed once
+            same = q_positions is k_positions or (
+                q_positions.shape == k_positions.shape and torch.equal(q_positions, k_positions)
+            )
+            query_rotations = key_rotations if same else self.rotations(q_positions)
+            q = rotate_blocks(q, query_rotations)
+            k = rotate_blocks(k, key_rotations)
         return q, k
 
     def describe(self) -> dict:
