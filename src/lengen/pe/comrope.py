@@ -16,8 +16,10 @@ commute"). Two constructions, ``pe.variant``:
 
 **Default variant.** The reference code has no default between them (its config's
 ``custom_pe_type`` defaults to ``raw``, the absolute table); the README presents AP then LD.
-lengen defaults to LD, which the summaries of the paper we could read report as the stronger;
-the paper's own tables were not in the stored text, so that ranking is unverified here.
+lengen defaults to LD, the variant a secondary summary of the paper singles out
+(emergentmind.com, "ComRoPE": "variants like ComRoPE-LD outperform traditional methods"); the
+paper's own tables were not in the stored text, so which variant its headline numbers are is
+unverified here.
 **Defaults as the code's** ``CustomVITConfig``: ``block_size`` 2, ``init_std`` 1.0; one set per
 layer (each layer's attention is built with its own parameters); positions normalised by the
 grid side (``get_positions``, ``axis_scale``: (p + 0.5) / n; the 0.5 cancels in the relative
