@@ -46,6 +46,20 @@ def encodings_with_option(option: str) -> list[str]:
             if option in (yaml.safe_load(path.read_text()) or {})]  # fmt: skip
 
 
+def fill_implied_options(cfg: DictConfig, options) -> None:
+    """Options the run's encoding gained after its config.yaml was written, set to the value at
+    which it is the encoding it trained as (``lengen.identity.IMPLIED_BEFORE``: pe.start_offset,
+    pe.extension's keys), so that a re-evaluation may override them: ``pe.extension=rerope`` on a
+    RoPE run written before the key existed. Run ids drop these values, so none changes."""
+    from lengen.identity import IMPLIED_BEFORE
+
+    fields = set(options.option_names())
+    for key, implied in IMPLIED_BEFORE.items():
+        section, _, option = key.partition(".")
+        if section == "pe" and option in fields and option not in cfg.pe:
+            cfg.pe[option] = implied
+
+
 def load_config(run_dir: Path, overrides: list[str] | tuple = ()) -> DictConfig:
     """A run's config.yaml with ``key=value`` overrides applied (keys must already exist)."""
     import yaml
@@ -71,6 +85,8 @@ def load_config(run_dir: Path, overrides: list[str] | tuple = ()) -> DictConfig:
         # written before pe.randomized_relative existed: such runs drew distances of random
         # positions, which null means (lengen.pe.base); the configs' default is distances
         cfg.pe.randomized_relative = None
+    if options is not None:
+        fill_implied_options(cfg, options)
     OmegaConf.set_struct(cfg, True)
     for override in overrides:
         key = override.partition("=")[0]
