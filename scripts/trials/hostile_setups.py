@@ -73,6 +73,7 @@ r=$(ls -d nsw_bad/*_rnope_*); damage $r/results.json exact_match Infinity; damag
     "sweep_sw8": "$P $REPO/train.py -m pe=rope,alibi seed=0,1 debug=fast 'eval.lengths=[8,16]' "
     "trainer.enable_progress_bar=false hydra.sweep.dir=$FX/sweep_sw8 > sw8.out 2>&1\n"
     "r=$(ls -d sweep_sw8/*alibi*seed1*); echo '{broken' > $r/results.json",
+    "e13c": "test -f .built-fin && cp -a fin e13c && touch e13c/.results.x.reserved",
     "interrupted": INTERRUPTED,
     "rs06": "test -f .built-interrupted && cp -a interrupted rs06 && rm rs06/config.yaml",
     "rs09": "test -f .built-interrupted && cp -a interrupted rs09 && : > rs09/config.yaml",
@@ -140,7 +141,10 @@ SETUPS = {
     "X03": Setup(fixtures=("td",)),
     "X05": Setup(fixtures=("td",)),
     "E13b": Setup(fixtures=("e13b",), limit_as_gb=1.2),
-    "E13c": Setup(fixtures=("e13b",)),
+    # the stale reservation a crashed eval.py left (E13b crashes no more here, so it is made)
+    "E13c": Setup(
+        fixtures=("fin", "e13c"), command="eval.py run=<tmp>/adv/fx/e13c eval.lengths=[8] tag=x"
+    ),
     "ES02": Setup(shell=True),
     "ES02b": Setup(shell=True),
     "ES02c": Setup(shell=True),

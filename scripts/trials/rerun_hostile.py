@@ -249,7 +249,11 @@ def run_case(case: Case, tmp: str, repo: str, python: str, limit: int) -> dict:
     if setup.limit_as_gb:
         wrap += ["prlimit", f"--as={int(setup.limit_as_gb * 2**30)}"]
     if setup.shell:  # redirections or an environment prefix: the command is a shell line
-        script = command.replace(".venv/bin/python ", f"{python} ", 1)
+        script = (
+            f"{python} {command[len('.venv/bin/python ') :]}"
+            if command.startswith(".venv/bin/python ")
+            else command
+        )
         for script_name in ("train.py", "eval.py"):
             script = script.replace(f" {script_name} ", f" {repo}/{script_name} ", 1)
         argv = [*wrap, "bash", "-c", script]
