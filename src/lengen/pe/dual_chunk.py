@@ -40,6 +40,11 @@ class DualChunk:
         self.chunk_size, self.local_window = params.chunk_size, params.local_window
         self.chunk_len = params.chunk_len  # C
 
+    @property
+    def plain_keys(self) -> int:
+        """Up to C keys all sit in the first chunk at positions j mod C = j: plain RoPE."""
+        return self.chunk_len
+
     def query_positions(self, q_index: Tensor) -> list[Tensor]:
         """q_index (c,) -> each set's query positions (c,)."""
         inner = q_index % self.chunk_len

@@ -13,9 +13,10 @@ position an arm wants is always a difference of two positions.
 rotates the keys once per set, then walks blocks of queries: per block the sets' scores
 (B, H, c, Tk) in fp32, the chosen one per score, the causal mask, one softmax, times v. Blocks
 stay within ``MAX_SCORE_ELEMENTS`` scores for all sets together, so memory grows linearly with
-the length. Positions are the indices: query row r of Tq is index Tk − Tq + r (causal attention's
-queries are the last Tq keys), which is what makes cached decoding (keys stored unrotated, as
-they came) equal the full pass.
+the length. Within the arm's window (``plain_keys``: every score is plain RoPE's) the call is
+plain RoPE's own rotation and SDPA, bit for bit. Positions are the indices: query row r of Tq is
+index Tk − Tq + r (causal attention's queries are the last Tq keys), which is what makes cached
+decoding (keys stored unrotated, as they came) equal the full pass.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def extended_attention(
     Args:
         q: (B, H, Tq, hd) unrotated queries, the last Tq of the Tk keys' tokens.
         k, v: (B, H, Tk, hd), k unrotated.
-        arm: ``query_positions``, ``key_positions``, ``choose`` and ``sets`` (module docstring).
+        arm: ``query_positions``, ``key_positions``, ``choose``, ``sets`` and ``plain_keys``
+            (module docstring).
         rotate: ``rotate(x, positions)`` -> x rotated by RoPE at positions (c,) (int or float).
         scale: the logits' multiplier (1/√hd and any per-run temperature).
         dropout_p: attention dropout on the weights.
@@ -68,6 +70,10 @@ def extended_attention(
     k_len = k.shape[2]
     k_index = torch.arange(k_len, device=q.device)
     q_index = k_index[k_len - q_len :]  # causal: the queries are the last Tq keys
+    if k_len <= arm.plain_keys:
+        # every score is plain RoPE's: the plain path's own operations (rotation at the
+        # indices, SDPA), so the arm reproduces the run's numbers bit for bit within its window
+        return _plain_attention(rotate(q, q_index), rotate(k, k_index), v, scale, dropout_p)
     keys = [rotate(k, positions).float() for positions in arm.key_positions(k_index)]
     per_row = batch * heads * k_len * (arm.sets + 2)  # the sets, the logits and the weights
     rows = max(1, min(q_len, max_elements // per_row))
@@ -89,3 +95,18 @@ def extended_attention(
             weights = F.dropout(weights, dropout_p)
         outputs.append(torch.matmul(weights.to(v.dtype), v))  # (B, H, c, hd)
     return torch.cat(outputs, dim=2)  # (B, H, Tq, hd)
+
+
+def _plain_attention(q: Tensor, k: Tensor, v: Tensor, scale: float, dropout_p: float) -> Tensor:
+    """Causal SDPA as ``lengen.model.kernels.attend`` runs it for plain RoPE: ``is_causal`` for a
+    full pass, a boolean mask by index when the queries are the last Tq of more keys."""
+    q_len, k_len = q.shape[2], k.shape[2]
+    if q_len == k_len:
+        return F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, dropout_p=dropout_p, scale=scale
+        )
+    query_index = torch.arange(q_len, device=q.device)[:, None] + (k_len - q_len)
+    allowed = torch.arange(k_len, device=q.device)[None, :] <= query_index  # (Tq, Tk)
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=allowed, dropout_p=dropout_p, scale=scale
+    )

@@ -35,6 +35,11 @@ class ReRoPE:
     def __init__(self, params: ReRoPEParams) -> None:
         self.window, self.leak = params.window, params.leak
 
+    @property
+    def plain_keys(self) -> int:
+        """Up to w keys no relative position reaches w: plain RoPE."""
+        return self.window
+
     def query_positions(self, q_index: Tensor) -> list[Tensor]:
         """q_index (c,) -> each set's query positions (c,)."""
         if self.leak is None:

@@ -31,6 +31,11 @@ class SelfExtend:
         self.group, self.window = params.group, params.window
         self.shift = self.window - self.window // self.group  # W − ⌊W/G⌋
 
+    @property
+    def plain_keys(self) -> int:
+        """Up to W keys every score is a neighbour's: plain RoPE."""
+        return self.window
+
     def query_positions(self, q_index: Tensor) -> list[Tensor]:
         """q_index (c,) -> each set's query positions (c,)."""
         return [q_index, q_index // self.group + self.shift]
