@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -224,7 +225,9 @@ def run_case(case: Case, tmp: str, repo: str, python: str, limit: int) -> dict:
     if case.truncated and not (setup.command or setup.argv):
         return {**record, "status": "not re-run: the command is cut short ('…') in the record"}
     work = Path(tmp, "adv", "w", case.id)
-    work.mkdir(parents=True, exist_ok=True)
+    if work.exists():  # a case starts from an empty folder, also when it is run again
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
     env = {
         **os.environ, "HOME": str(Path(tmp, "adv", "home")), "OMP_NUM_THREADS": "1",
         "P": python, "REPO": repo, "T": tmp, "FX": str(Path(tmp, "adv", "fx")), "W": str(work),
