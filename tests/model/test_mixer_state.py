@@ -245,3 +245,17 @@ def test_a_debug_fast_run_trains_and_evaluates_with_each_option(tmp_path, mixer_
     results = run(cfg, run_dir=tmp_path)
     assert [row["length"] for row in results["eval"]] == [cfg.data.len, 2 * cfg.data.len]
     assert all(row["loss"] is not None for row in results["eval"])
+
+
+# -- what packs ask (lengen.packable): an entry with a drawn or kept initial state ---------------
+@pytest.mark.parametrize(
+    ("mixer_key", "mixers", "found"),
+    [("gla", None, None), ({"mixer": "gla", "tbptt": 4}, None, None),
+     ({"mixer": "gla", "state_init": "noise"}, None, ("model.mixer", "noise")),
+     ("attention", ["gla", {"mixer": "lstm", "state_init": "passing"}],
+      ("model.mixers.1", "passing"))],
+)  # fmt: skip
+def test_kept_state_entry_names_the_first_entry_with_a_state_init(mixer_key, mixers, found):
+    from lengen.model.mixers.config.state import kept_state_entry
+
+    assert kept_state_entry(mixer_key, mixers) == found

@@ -67,3 +67,18 @@ def check_state_with_loops(plans, looped: bool, key: str = "model.mixer") -> Non
                 f"layer several times per batch; allowed: state_init zero or noise, tbptt, or "
                 f"model.loops=1 with loop_rule=fixed"
             )
+
+
+def kept_state_entry(mixer, mixers) -> tuple[str, str] | None:
+    """The first ``model.mixer`` / ``model.mixers`` entry (as written, no torch, no yaml read)
+    whose ``state_init`` is not zero -> (its key, its state_init); None without one. For the
+    pack's refusal (``lengen.packable``): noise comes from one generator under the pack's map
+    over members, and a state kept between batches would be one module's for every member."""
+    entries = [("model.mixer", mixer)]
+    if mixers is not None and not isinstance(mixers, (str, bytes)):
+        entries = [(f"model.mixers.{index}", entry) for index, entry in enumerate(mixers)]
+    for key, entry in entries:
+        init = entry.get("state_init", "zero") if hasattr(entry, "get") else "zero"
+        if init != "zero":
+            return key, str(init)
+    return None
