@@ -50,8 +50,8 @@ start, and δ learned in turns (2π× larger optimiser steps), both stayed with 
 rate is** (issue #47 (h), docs/reproductions.md (h)): at optim.lr = 3·10⁻³ instead of the
 default 10⁻³ the same model learns copy in 2,000 steps (accuracy 0.97 at length 16), and so it
 does with δ kept at 10⁻³ and only the other weights at 3·10⁻³, while δ still ends above 0 (so
-used as 0) and a head attends to the previous token through the magnitudes: a hyper-parameter of the
-training, not a departure from the references nor PoPE's form.
+used as 0) and a head attends to the previous token through the magnitudes: a hyper-parameter
+of the training, not a departure from the references nor PoPE's form.
 """
 
 from __future__ import annotations
