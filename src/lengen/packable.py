@@ -10,6 +10,8 @@ import json
 
 from omegaconf import DictConfig, OmegaConf
 
+from lengen.pe.config import config_of
+
 #: dotted keys a pack's members may differ in: what seeds the model's initialisation and the
 #: training stream, and the learning rate (each member's AdamW groups have their own). Every
 #: other key changes shapes, the schedule's form or the data's kind, which the members share.
@@ -18,6 +20,10 @@ PACKABLE_KEYS: tuple[str, ...] = ("seed", "data.seed", "optim.lr")
 LOCATION_KEYS = ("hydra", "resume")
 #: how the sweeper names the pack size in messages (configs/hydra/sweeper/lengen.yaml)
 PACK_KEY = "hydra.sweeper.pack"
+#: accelerators whose packs train their members one after another (``lengen.pack.engine``'s
+#: LOOPED device types), so each member's forward can draw its dropout masks from the global
+#: generator reseeded as its solo run's step reseeds it; ``auto`` may be a GPU's vmapped pack
+RESEEDED_ACCELERATORS = ("cpu",)
 #: trainer precisions a pack trains in: Lightning's names of full precision, and bf16 autocast
 #: (fp16's loss scaler, which skips whole steps on an overflow anywhere, is not per member)
 PRECISIONS = ("32-true", "32", 32, "bf16-mixed")
@@ -62,18 +68,21 @@ def _refused(key: str, value, why: str, allowed: str | None = None) -> str:
 def pack_refusal(cfg: DictConfig) -> str | None:
     """None if ``cfg`` can train in a pack; else one line naming the key and why.
 
-    What cannot: randomness inside a training step (dropout, randomized positions, a random
-    start offset of task positions), which a solo run draws from its own seeded generator and
-    a map over members cannot draw per member alike; several processes (DDP) or a device
-    other than one; a compiled or FlexAttention forward; fp16 or bf16-true precision; a bidirectional
-    model whose members draw training lengths of their own (their batches cannot be padded to
-    one length without changing what the model sees); loggers other than csv and none."""
+    What cannot: randomness inside a training step (randomized positions, a random start
+    offset of task positions, dropout but on the CPU), which a solo run draws from its own
+    seeded generator and a map over members cannot draw per member alike; several processes
+    (DDP) or a device other than one; a compiled or FlexAttention forward; fp16 or bf16-true
+    precision; a bidirectional model whose members draw training lengths of their own (their
+    batches cannot be padded to one length without changing what the model sees); loggers
+    other than csv and none."""
     model, pe, trainer, data = cfg.model, cfg.pe, cfg.trainer, cfg.data
-    if float(model.get("dropout") or 0.0) > 0:
+    reseeded = str(trainer.get("accelerator", "auto")) in RESEEDED_ACCELERATORS
+    if float(model.get("dropout") or 0.0) > 0 and not reseeded:
         return _refused(
             "model.dropout", model.dropout,
-            "each member's dropout masks would come from one generator instead of its own seed",
-            "model.dropout=0.0",
+            "each member's dropout masks would come from one generator instead of its own seed "
+            "(a pack on the CPU reseeds each member as its solo run)",
+            "model.dropout=0.0, trainer.accelerator=cpu",
         )  # fmt: skip
     if pe.get("randomized"):
         return _refused(
@@ -86,6 +95,13 @@ def pack_refusal(cfg: DictConfig) -> str | None:
             "pe.start_offset", pe.start_offset,
             "each member's random offset would come from one generator instead of its seed",
             "pe.start_offset=0",
+        )  # fmt: skip
+    if getattr(config_of(pe.get("_target_")), "draws_training_positions", False):
+        # Random Float Sampling, Randomized YaRN: a draw of positions in every training step
+        return _refused(
+            "pe", pe.get("name"),
+            "each member's random positions would come from one generator instead of its seed",
+            "pe=rope",
         )  # fmt: skip
     if model.get("compile"):
         return _refused("model.compile", "true", "the pack's forward is not compiled")

@@ -14,7 +14,6 @@ before anything is written, ``Preempted`` after the members' checkpoints are sav
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 import signal
 import time
@@ -30,6 +29,7 @@ from lengen.data.source import IGNORE, mix_seed
 from lengen.errors import ConfigError, Preempted
 from lengen.pack.member import Member
 from lengen.pack.stack import StackedModels
+from lengen.pack.timing import PackTimer, member_timing, print_estimate
 from lengen.packable import PACK_KEY, PACKABLE_KEYS, pack_refusal, pack_signature
 from lengen.process import acted_on_signal, install_preemption_handlers, received_signal
 from lengen.rundir import RunDirectory
@@ -53,6 +53,7 @@ def train_pack(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path]) -> li
         return [run(cfgs[0], paths[0])]
     checked = [validate(cfg) for cfg in cfgs]
     check_members(cfgs, paths)
+    check_reseeding(cfgs[0], pack_device(cfgs[0]))
     directories = [RunDirectory(path) for path in paths]
     results: list = [
         directory.finished(cfg) for directory, cfg in zip(directories, cfgs, strict=True)
@@ -127,6 +128,18 @@ def check_members(cfgs: list[DictConfig], paths: list[Path]) -> None:
     resolved = [path.resolve() for path in paths]
     if len(set(resolved)) != len(resolved):
         raise ConfigError(f"{PACK_KEY}: two members of one pack would write one run directory")
+
+
+def check_reseeding(cfg: DictConfig, device: torch.device) -> None:
+    """Dropout packs where members train one after another (``LOOPED``), each reseeded as its
+    solo run's step (``PackRun.step``); a vmapped pack draws one generator for all: refused
+    (ConfigError, nothing written), as ``pack_refusal`` refuses it for other accelerators."""
+    if float(cfg.model.get("dropout") or 0.0) > 0 and not LOOPED.get(device.type, False):
+        raise ConfigError(
+            f"model.dropout={cfg.model.dropout} cannot train in a pack ({PACK_KEY} > 1) on "
+            f"{device.type}: its members are vmapped, so their dropout masks would come from one "
+            f"generator; allowed: model.dropout=0.0, trainer.accelerator=cpu, or {PACK_KEY}=1"
+        )
 
 
 def pack_device(cfg: DictConfig) -> torch.device:
@@ -247,29 +260,6 @@ def length_groups(lengths: list[int], cost: float) -> list[list[int]]:
     return groups[::-1]
 
 
-class PackTimer:
-    """``lengen.progress.StepTimer``'s clock for a pack: the seconds of a pack step."""
-
-    def __init__(self) -> None:
-        self.first: tuple[int, float] | None = None
-        self.last: tuple[int, float] | None = None
-
-    def tick(self, step: int) -> None:
-        now = (step, time.monotonic())
-        self.first = self.first or now
-        self.last = now
-
-    def steps(self) -> int:
-        return 0 if self.first is None else self.last[0] - self.first[0] + 1
-
-    def step_seconds(self) -> float | None:
-        from lengen.progress import MIN_TIMED_STEPS
-
-        if self.first is None or self.steps() < MIN_TIMED_STEPS:
-            return None
-        return (self.last[1] - self.first[1]) / (self.last[0] - self.first[0])
-
-
 class PackRun:
     """The training of one cohort: members that start from one step."""
 
@@ -285,7 +275,11 @@ class PackRun:
         self.bf16 = str(trainer.get("precision", "32-true")) == "bf16-mixed"
         self.group_cost = GROUP_COST.get(device.type, math.inf)
         self.looped = LOOPED.get(device.type, False)
-        self.member_threads = MEMBER_THREADS.get(device.type, 1) if self.looped else 1
+        #: dropout: each member's forward draws from the global generator seeded as its solo
+        #: run's step seeds it (``LitModel.training_step``), one member after another
+        self.reseeds = float(members[0].cfg.model.get("dropout") or 0.0) > 0
+        threads = MEMBER_THREADS.get(device.type, 1) if self.looped else 1
+        self.member_threads = 1 if self.reseeds else threads  # one generator: no threads
         self.timer = PackTimer()
         self.outcomes: dict[int, dict] = {}
         self.started = time.monotonic()
@@ -324,6 +318,8 @@ class PackRun:
     def step(self, stacked: StackedModels, active: list[Member], step: int, causal: bool, size):
         """Step ``step`` (0-based) of every active member -> the members still active."""
         batches = [member.data.train_batch(step) for member in active]
+        if self.reseeds:  # stack row i is active[i]; rank 0, as a one-process solo run
+            stacked.reseed = lambda i: torch.manual_seed(mix_seed(active[i].cfg.seed, step, 2, 0))
         results = torch.zeros(4, len(active), device=self.device)  # mean, sum, correct, tokens
         lengths = [batch["targets"].shape[1] for batch in batches]
         if self.looped:  # one member a call, at its own length: nothing padded
@@ -418,77 +414,3 @@ class PackRun:
         first = member is self.members[0]
         timing = member_timing(member, self.device, self.timer, size, first, self.started)
         self.outcomes[member.index] = member.finish(step, self.device, pack, timing)
-
-
-def member_costs(member: Member, device):
-    """(Estimate, one member's step FLOPs, its evaluation FLOPs, protocol): what this machine's
-    calibration is asked and told, as ``RunTiming`` does for a solo run."""
-    from lengen.caches import calibration_file
-    from lengen.estimate import mechanism_key
-    from lengen.progress import Estimate, eval_flops, machine_key, train_step_flops
-
-    cfg, data, model = member.cfg, member.data, member.model
-    # keyed by the mechanism too, as a solo run's (lengen.train): FLOPs alone miss PaTH's step
-    machine = machine_key(device.type, 1)
-    estimate = Estimate(calibration_file(), machine, device.type, mechanism_key(cfg))
-    n_params = sum(p.numel() for p in model.parameters())
-    sizes = (n_params, int(cfg.model.n_layers), int(cfg.model.d_model))
-    step = train_step_flops(*sizes, data.batch_size, data.sequence_length(data.train_len))
-    samples = int(cfg.eval.get("samples") or 1)
-    lengths = [data.sequence_length(n) for n in member.lengths]
-    evaluation = eval_flops(*sizes, samples, lengths)
-    return estimate, step, evaluation, str(cfg.eval.get("decoding") or "teacher_forced")
-
-
-def print_estimate(member: Member, device, steps: int, size: int) -> None:
-    """The pack's wall-time estimate, printed before its first step as a solo run prints its
-    own: ``steps`` × one pack step of ``size`` members, plus every member's evaluation."""
-    try:
-        estimate, step, evaluation, protocol = member_costs(member, device)
-        lengths = len(member.lengths)
-        line = estimate.line(steps, step, evaluation, protocol, lengths, members=size)
-    except Exception as error:  # noqa: BLE001 - an estimate never stops a run
-        line = f"estimate: none ({type(error).__name__}: {error})"
-    if member.cfg.trainer.get("criterion_target") is not None:
-        line += "; at most: the criterion may stop training sooner"
-    print(line, flush=True)
-
-
-def member_timing(member: Member, device, timer: PackTimer, size: int, first: bool, started):
-    """The member's entry in this machine's calibration (``RunTiming``): its evaluation and,
-    for the pack's first member only, the pack's step time (``train pack``) and start-up."""
-    try:
-        estimate, step, evaluation, protocol = member_costs(member, device)
-    except Exception:  # noqa: BLE001 - an estimate never stops a run
-        return None
-    timing = MemberTiming(estimate, timer, step, evaluation, protocol, len(member.lengths))
-    timing.members, timing.first = size, first
-    timing.fit_seconds = time.monotonic() - started
-    return timing
-
-
-class MemberTiming:
-    """``RunTiming.finished`` for a member: the pack's step is recorded once (by its first
-    member, as a pack of ``members``: ``Estimate.record``'s ``members``), the evaluation by
-    every member."""
-
-    def __init__(self, estimate, timer, step_flops, eval_flops, protocol, lengths):
-        self.estimate, self.timer = estimate, timer
-        self.step_flops, self.eval_flops, self.protocol = step_flops, eval_flops, protocol
-        self.lengths = lengths
-        self.members, self.first, self.fit_seconds = 1, True, None
-
-    def finished(self, eval_seconds: float) -> None:
-        step = self.timer.step_seconds() if self.first else None
-        start = None
-        if step is not None and self.fit_seconds is not None:
-            start = max(0.0, self.fit_seconds - self.timer.steps() * step)
-        keywords = {}
-        if "members" in inspect.signature(self.estimate.record).parameters:
-            keywords["members"] = self.members
-        elif step is not None:  # a calibration without packs: the member's share of a step
-            step = step / self.members
-        self.estimate.record(
-            self.step_flops, step, self.eval_flops, eval_seconds, self.protocol, start,
-            self.lengths, **keywords,
-        )  # fmt: skip

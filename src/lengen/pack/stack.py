@@ -62,6 +62,8 @@ class StackedModels:
         #: in a member's own module, since functional_call swaps tensors into the module it runs
         self.modules = list(models)
         self.threads = MemberThreads(threads) if looped and threads > 1 else None
+        #: reseed(i) before member i's forward (``PackRun``: dropout), looped packs only
+        self.reseed = None
         named = dict(self.template.named_parameters())
         self.decay = {name: decays(name, p) for name, p in named.items()}
         #: the solo optimiser's parameter order: the decaying ones, then the others
@@ -222,8 +224,12 @@ class StackedModels:
             (member, {n: t[row] for n, t in inputs.items()}, targets[row], tokens[row])
             for row, member in enumerate(members)
         ]
-        if self.threads is None or len(jobs) < 2:
-            found = [self._member_gradient(*job) for job in jobs]
+        if self.threads is None or len(jobs) < 2 or self.reseed is not None:
+            found = []
+            for job in jobs:
+                if self.reseed is not None:  # the member's draws: its solo run's generator
+                    self.reseed(job[0])
+                found.append(self._member_gradient(*job))
         else:  # each in a member's own module (functional_call swaps tensors into it)
             found = self.threads.map(
                 lambda job: self._member_gradient(*job, module=self.modules[job[0]]), jobs

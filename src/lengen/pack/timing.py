@@ -1,0 +1,107 @@
+"""A pack's time, as a solo run's: the estimate printed before its first step, the clock of its
+steps, and each member's entry in this machine's calibration (``lengen.estimate``): the pack's
+step recorded once (``train pack``, by its first member), every member's evaluation."""
+
+from __future__ import annotations
+
+import inspect
+import time
+
+from lengen.pack.member import Member
+
+
+class PackTimer:
+    """``lengen.progress.StepTimer``'s clock for a pack: the seconds of a pack step."""
+
+    def __init__(self) -> None:
+        self.first: tuple[int, float] | None = None
+        self.last: tuple[int, float] | None = None
+
+    def tick(self, step: int) -> None:
+        now = (step, time.monotonic())
+        self.first = self.first or now
+        self.last = now
+
+    def steps(self) -> int:
+        return 0 if self.first is None else self.last[0] - self.first[0] + 1
+
+    def step_seconds(self) -> float | None:
+        from lengen.progress import MIN_TIMED_STEPS
+
+        if self.first is None or self.steps() < MIN_TIMED_STEPS:
+            return None
+        return (self.last[1] - self.first[1]) / (self.last[0] - self.first[0])
+
+
+def member_costs(member: Member, device):
+    """(Estimate, one member's step FLOPs, its evaluation FLOPs, protocol): what this machine's
+    calibration is asked and told, as ``RunTiming`` does for a solo run."""
+    from lengen.caches import calibration_file
+    from lengen.estimate import mechanism_key
+    from lengen.progress import Estimate, eval_flops, machine_key, train_step_flops
+
+    cfg, data, model = member.cfg, member.data, member.model
+    # keyed by the mechanism too, as a solo run's (lengen.train): FLOPs alone miss PaTH's step
+    machine = machine_key(device.type, 1)
+    estimate = Estimate(calibration_file(), machine, device.type, mechanism_key(cfg))
+    n_params = sum(p.numel() for p in model.parameters())
+    sizes = (n_params, int(cfg.model.n_layers), int(cfg.model.d_model))
+    step = train_step_flops(*sizes, data.batch_size, data.sequence_length(data.train_len))
+    samples = int(cfg.eval.get("samples") or 1)
+    lengths = [data.sequence_length(n) for n in member.lengths]
+    evaluation = eval_flops(*sizes, samples, lengths)
+    return estimate, step, evaluation, str(cfg.eval.get("decoding") or "teacher_forced")
+
+
+def print_estimate(member: Member, device, steps: int, size: int) -> None:
+    """The pack's wall-time estimate, printed before its first step as a solo run prints its
+    own: ``steps`` × one pack step of ``size`` members, plus every member's evaluation."""
+    try:
+        estimate, step, evaluation, protocol = member_costs(member, device)
+        lengths = len(member.lengths)
+        line = estimate.line(steps, step, evaluation, protocol, lengths, members=size)
+    except Exception as error:  # noqa: BLE001 - an estimate never stops a run
+        line = f"estimate: none ({type(error).__name__}: {error})"
+    if member.cfg.trainer.get("criterion_target") is not None:
+        line += "; at most: the criterion may stop training sooner"
+    print(line, flush=True)
+
+
+def member_timing(member: Member, device, timer: PackTimer, size: int, first: bool, started):
+    """The member's entry in this machine's calibration (``RunTiming``): its evaluation and,
+    for the pack's first member only, the pack's step time (``train pack``) and start-up."""
+    try:
+        estimate, step, evaluation, protocol = member_costs(member, device)
+    except Exception:  # noqa: BLE001 - an estimate never stops a run
+        return None
+    timing = MemberTiming(estimate, timer, step, evaluation, protocol, len(member.lengths))
+    timing.members, timing.first = size, first
+    timing.fit_seconds = time.monotonic() - started
+    return timing
+
+
+class MemberTiming:
+    """``RunTiming.finished`` for a member: the pack's step is recorded once (by its first
+    member, as a pack of ``members``: ``Estimate.record``'s ``members``), the evaluation by
+    every member."""
+
+    def __init__(self, estimate, timer, step_flops, eval_flops, protocol, lengths):
+        self.estimate, self.timer = estimate, timer
+        self.step_flops, self.eval_flops, self.protocol = step_flops, eval_flops, protocol
+        self.lengths = lengths
+        self.members, self.first, self.fit_seconds = 1, True, None
+
+    def finished(self, eval_seconds: float) -> None:
+        step = self.timer.step_seconds() if self.first else None
+        start = None
+        if step is not None and self.fit_seconds is not None:
+            start = max(0.0, self.fit_seconds - self.timer.steps() * step)
+        keywords = {}
+        if "members" in inspect.signature(self.estimate.record).parameters:
+            keywords["members"] = self.members
+        elif step is not None:  # a calibration without packs: the member's share of a step
+            step = step / self.members
+        self.estimate.record(
+            self.step_flops, step, self.eval_flops, eval_seconds, self.protocol, start,
+            self.lengths, **keywords,
+        )  # fmt: skip
