@@ -138,6 +138,15 @@ def test_eval_writes_rows_and_records_the_arm(rope_run, arm):
     assert written["pe_info"]["extension"] == ARMS[arm][0].partition("=")[2]
 
 
+@pytest.mark.parametrize("arm", COVERING)
+def test_eval_inside_the_window_reproduces_the_runs_rows(rope_run, arm):
+    overrides = [*COVERING[arm], "eval.diagnostics=false"]
+    rows = evaluate_run([f"run={rope_run}", *overrides, f"tag=inside-{arm}"])["eval"]
+    original = json.loads((rope_run / "results.json").read_text())["eval"]
+    keys = ("length", "loss", "accuracy", "exact_match")
+    assert [[row[k] for k in keys] for row in rows] == [[row[k] for k in keys] for row in original]
+
+
 def test_eval_refuses_an_arm_on_a_non_rope_run_before_torch(rope_run, tmp_path):
     # a run directory of another encoding: the RoPE run's config with ALiBi's pe node
     config = yaml.safe_load((rope_run / "config.yaml").read_text())
