@@ -12,14 +12,20 @@ import numpy as np
 import torch
 
 
-def relative_attention(q, k, v, relative, base: float = 10000.0) -> torch.Tensor:
+def relative_attention(
+    q, k, v, relative, base: float = 10000.0, layout: str = "interleaved"
+) -> torch.Tensor:
     """q, k, v (H, T, hd) -> (H, T, hd) float64; ``relative(i, j)`` the position query i reads
-    key j at, for j ≤ i (later keys masked)."""
+    key j at, for j ≤ i (later keys masked); pairs (2m, 2m+1), or (m, m + hd/2) for ``half``."""
     q, k, v = (x.detach().double().numpy() for x in (q, k, v))
     heads, length, head_dim = q.shape
     theta = base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
-    q_pairs = q[..., 0::2] + 1j * q[..., 1::2]  # (H, T, hd/2)
-    k_pairs = k[..., 0::2] + 1j * k[..., 1::2]
+    half = head_dim // 2
+    if layout == "half":
+        q_pairs, k_pairs = q[..., :half] + 1j * q[..., half:], k[..., :half] + 1j * k[..., half:]
+    else:
+        q_pairs = q[..., 0::2] + 1j * q[..., 1::2]  # (H, T, hd/2)
+        k_pairs = k[..., 0::2] + 1j * k[..., 1::2]
     out = np.zeros_like(v)
     for h in range(heads):
         for i in range(length):

@@ -52,6 +52,17 @@ def test_a_window_covering_the_sequence_is_plain_rope(arm):
         assert torch.equal(extended(batch), plain(batch))  # bit for bit: the plain path
 
 
+@pytest.mark.parametrize("arm", COVERING)
+def test_a_covering_window_is_plain_rope_with_half_layout_and_partial_rotary(arm):
+    options = ("pe.layout=half", "pe.fraction=0.5")
+    plain = tiny_model("rope", "decoder", *options)
+    extended = tiny_model("rope", "decoder", *options, *COVERING[arm])
+    extended.load_state_dict(plain.state_dict())
+    batch = tokens(2, 21, plain.embedding.num_embeddings)
+    with torch.no_grad():
+        assert torch.equal(extended(batch), plain(batch))
+
+
 @pytest.mark.parametrize("arm", ARMS)
 def test_the_arm_changes_the_logits_past_its_window(arm):
     plain = tiny_model("rope", "decoder")

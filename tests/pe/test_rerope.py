@@ -34,6 +34,13 @@ def test_leaky_rerope_equals_the_leaky_formula(window, leak):
     torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_rerope_keeps_the_half_layout():
+    q, k, v = random_qkv()
+    expected = relative_attention(q, k, v, lambda i, j: min(i - j, 4), layout="half")
+    actual = arm_output(q, k, v, extension="rerope", rerope_window=4, layout="half")
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+
+
 def test_the_window_is_required():
     with pytest.raises(ValueError, match=r"^pe\.rerope_window must be set"):
         RoPEConfig(extension="rerope").check(EncodingContext(8, 2), "RoPE")
