@@ -224,6 +224,13 @@ SETUPS = {
         signal=("SIGTERM", {"after": 30}),
         limit=300,
     ),  # fmt: skip
+    "AG01": Setup(prep="mkdir -p empty"),
+    "ES10": Setup(
+        env={"LENGEN_CACHE_DIR": "<tmp>/adv/w/ES10/cache"}, prep="mkdir -p cache/timings.json"
+    ),
+    "SN14b": Setup(
+        prep="mkdir -p sw/.jobs && echo garbage > sw/.jobs/sweep.json && printf '\\xff' > sw/.jobs/0.json"
+    ),
     "O15": Setup(limit=150),
     "O16": Setup(limit=150),
     "O15b": Setup(limit=150),
