@@ -95,3 +95,38 @@ def test_the_run_is_refused_before_training_once_its_estimate_is_made(tmp_path, 
         RunTiming.start(
             cfg, torch.nn.Linear(16, 16), data, cfg.eval.lengths, trainer, None, directory
         )
+
+
+def test_eval_py_is_bounded_by_the_hours_alone():
+    refusal = long_evaluation_refusal(parts(2 * HOUR), steps=0, key="eval.lengths")
+    assert refusal.startswith(
+        f"eval.lengths: the evaluation is estimated at 2h00m, longer than {MAX_EVAL_HOURS_VARIABLE}=1 h;"
+    )
+
+
+def reevaluation(tmp_path, monkeypatch, lengths):
+    from types import SimpleNamespace
+
+    import torch
+    from omegaconf import OmegaConf
+
+    from lengen.estimate_bound import check_reevaluation_time
+
+    monkeypatch.setenv("LENGEN_CACHE_DIR", str(tmp_path))  # nothing measured: a rough estimate
+    cfg = OmegaConf.create(
+        {
+            "model": {"n_layers": 2, "d_model": 16},
+            "eval": {"samples": 1000, "decoding": "teacher_forced", "lengths": lengths},
+        }
+    )
+    data = SimpleNamespace(sequence_length=lambda n: 2 * n + 1)
+    return check_reevaluation_time(cfg, torch.nn.Linear(16, 16), data, lengths, "cpu")
+
+
+def test_eval_py_refuses_an_evaluation_of_hours(tmp_path, monkeypatch):
+    with pytest.raises(ConfigError, match=r"^eval.lengths: the evaluation is estimated at "):
+        reevaluation(tmp_path, monkeypatch, [8, 1_000_000])
+
+
+def test_eval_py_says_its_estimate(tmp_path, monkeypatch):
+    assert reevaluation(tmp_path, monkeypatch, [8, 16]).startswith("estimate: ≈ ")

@@ -4,7 +4,8 @@ before training, in one line with its estimate (``lengen.estimate``) and how to 
 ``pe=stick_breaking eval.lengths=[8,30000]`` under ``debug=fast`` printed "evaluation
 10h02m" and then evaluated in silence for ten hours (the hostile trial's O15, O15b, O16): a
 forgotten zero, not an experiment. The bound: an evaluation estimated at more than
-``LENGEN_MAX_EVAL_HOURS`` hours (default 1) *and* longer than the run's training. A study
+``LENGEN_MAX_EVAL_HOURS`` hours (default 1) *and* longer than the run's training (eval.py,
+which trains nothing: the hours alone). A study
 whose evaluation outlasts an hour of its training is the rare, deliberate case; it sets the
 variable (``LENGEN_MAX_EVAL_HOURS=24``, or ``inf`` for no bound)."""
 
@@ -49,11 +50,11 @@ def long_evaluation_refusal(parts: dict, steps: int, key: str) -> str | None:
         return None
     guessed = any(part.endswith("evaluation") for part in parts["guessed"])
     rough = " (a rough estimate: nothing like it measured here)" if guessed else ""
+    than = f"training ({duration(training)}) and than " if steps else ""  # eval.py: none
     return (
         f"{key}: the evaluation is estimated at {duration(evaluate)}{rough}, longer than "
-        f"training ({duration(training)}) and than {MAX_EVAL_HOURS_VARIABLE}="
-        f"{bound / 3600:g} h; allowed: shorter {key} or fewer eval.samples, or "
-        f"{MAX_EVAL_HOURS_VARIABLE}=<hours> (inf: no bound) to run it"
+        f"{than}{MAX_EVAL_HOURS_VARIABLE}={bound / 3600:g} h; allowed: shorter {key} or fewer "
+        f"eval.samples, or {MAX_EVAL_HOURS_VARIABLE}=<hours> (inf: no bound) to run it"
     )
 
 
@@ -66,3 +67,22 @@ def check_evaluation_time(cfg, parts: dict, steps: int) -> None:
         raise ConfigError(str(error)) from None
     if refusal is not None:
         raise ConfigError(refusal)
+
+
+def check_reevaluation_time(cfg, model, data, lengths, device: str) -> str:
+    """eval.py's evaluation estimate (no training follows, so the bound alone decides): the
+    line it prints -> ``estimate: ≈ …``; ConfigError where the evaluation is too long to start
+    unasked. ``model``: the rebuilt torch module; ``data``: its data source."""
+    from lengen.caches import calibration_file
+    from lengen.estimate import Estimate, eval_flops, machine_key, mechanism_key
+
+    n_params = sum(p.numel() for p in model.parameters())
+    sizes = (n_params, int(cfg.model.n_layers), int(cfg.model.d_model))
+    samples = int(cfg.eval.get("samples") or 1)
+    evaluation = eval_flops(*sizes, samples, [data.sequence_length(n) for n in lengths])
+    protocol = str(cfg.eval.get("decoding") or "teacher_forced")
+    estimate = Estimate(calibration_file(), machine_key(device), device, mechanism_key(cfg))
+    parts = estimate.parts(0, 0.0, evaluation, protocol, len(lengths))
+    check_evaluation_time(cfg, parts, steps=0)
+    rough = " (rough)" if any(p.endswith("evaluation") for p in parts["guessed"]) else ""
+    return f"estimate: ≈ {duration(parts['evaluate'])} of evaluation{rough}"

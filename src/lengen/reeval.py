@@ -264,8 +264,12 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
         raise ConfigError(f"run={run_dir}: {error.problem}") from None
     import torch
 
-    tag = reserve_tag(run_dir, tag)
+    from lengen.estimate_bound import check_reevaluation_time
+
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    # hours of evaluation are refused unasked, before a tag is reserved (O15's eval.py form)
+    print(check_reevaluation_time(cfg, run.model, run.data, run.lengths, device.type), flush=True)
+    tag = reserve_tag(run_dir, tag)
     try:
         return evaluate_and_write(
             cfg,
