@@ -132,3 +132,9 @@ def test_a_short_run_trains_and_evaluates_through_hydra_keys(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     info = __import__("json").loads((tmp_path / "results.json").read_text())["pe_info"]
     assert math.isclose(info["float_range"], 64)
+
+
+def test_a_pack_refuses_it_naming_the_encoding():
+    from lengen.packable import pack_refusal
+
+    assert pack_refusal(compose_train("pe=rope_rfs")).startswith("pe=rope_rfs cannot train in a")

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from helpers import run_train
+from helpers import compose_train, run_train
 from lengen.pe.config.base import EncodingContext
 from lengen.pe.config.randomized_yarn import RandomizedYaRNConfig
 from lengen.pe.randomized_yarn import RandomizedYaRN
@@ -104,3 +104,10 @@ def test_a_short_run_trains_and_evaluates_through_hydra_keys(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     info = json.loads((tmp_path / "results.json").read_text())["pe_info"]
     assert (info["scaling"], info["scaling_factor"]) == ("yarn", 2.0)
+
+
+def test_a_pack_refuses_it_naming_the_encoding():
+    from lengen.packable import pack_refusal
+
+    refusal = pack_refusal(compose_train("pe=rope_randomized_yarn"))
+    assert refusal.startswith("pe=rope_randomized_yarn cannot train in a pack")

@@ -38,6 +38,9 @@ def drawn_range(configured: int | None, context: EncodingContext) -> int | None:
 class RandomFloatRoPEConfig(RoPEConfig):
     #: positions come from the encoding's own draw on sequences; grids bring theirs
     supports_axes: ClassVar[bool] = False
+    #: draws random positions in every training step (lengen.packable refuses it in packs,
+    #: as it refuses pe.randomized: one generator cannot draw each member's alike)
+    draws_training_positions: ClassVar[bool] = True
     #: R: training positions are T sorted draws from the uniform distribution on [0, R); null =
     #: the longest evaluation sequence's positions (else the training positions)
     float_range: int | None = option(None, integer(nullable=True))

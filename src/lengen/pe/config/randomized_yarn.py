@@ -25,6 +25,9 @@ def yarn_range(configured: int | None, factor: float, original: int | None) -> i
 class RandomizedYaRNConfig(RoPEConfig):
     #: positions come from the encoding's own draw on sequences; grids bring theirs
     supports_axes: ClassVar[bool] = False
+    #: draws random positions in every training step (lengen.packable refuses it in packs,
+    #: as it refuses pe.randomized: one generator cannot draw each member's alike)
+    draws_training_positions: ClassVar[bool] = True
     #: YaRN is the method's frequencies (RoPE's other scalings belong to pe=rope)
     scaling: str = option("yarn", one_of("yarn"))
     #: s: YaRN's factor, and (with draw_range null) how far past the training positions
