@@ -3,7 +3,7 @@
     python scripts/bench_pack.py                          # CPU: a pack of 8 seeds vs 8 solo runs
     python scripts/bench_pack.py --steps 500 --repeats 3 --json results/bench/cpu_pack.json
     python scripts/bench_pack.py --device cuda --members 64 --json results/bench/gpu_pack.json
-    python scripts/bench_pack.py --member-threads 2     # CPU: members two at a time, in threads
+    python scripts/bench_pack.py --member-threads 1,2   # CPU: also members two at a time
 
 Both ways train the default experiment (``python train.py``'s config) with seeds 0, 1, …, for
 ``--steps`` steps each (the learning-rate horizon too), on ``--device``:
@@ -98,7 +98,7 @@ def child(args) -> dict:
         import lengen.pack.engine
 
         # members trained at once, one a thread of one intra-op thread (engine.MEMBER_THREADS)
-        lengen.pack.engine.MEMBER_THREADS[args.device] = args.member_threads
+        lengen.pack.engine.MEMBER_THREADS[args.device] = args.member_threads[0]
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
@@ -135,14 +135,14 @@ def child(args) -> dict:
     return result
 
 
-def run_child(args, way: str, folder: Path, log: Path) -> dict:
+def run_child(args, way: str, folder: Path, log: Path, member_threads: int = 1) -> dict:
     """One way in a fresh process (its output appended to ``log``) -> its timings."""
     out = folder / f"{way}.json"
     command = [
         sys.executable, __file__, "--child", way, "--folder", str(folder), "--out", str(out),
         "--device", args.device, "--members", str(args.members),
         "--solo-runs", str(args.solo_runs), "--steps", str(args.steps), "--eval", args.eval,
-        "--member-threads", str(args.member_threads),
+        "--member-threads", str(member_threads),
         *(["--threads", str(args.threads)] if args.threads else []),
         *[f"--set={value}" for value in args.set],
     ]  # fmt: skip
@@ -186,19 +186,27 @@ def spread(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
+def pack_label(threads: int, first: int) -> str:
+    """The key of a pack's rows: ``pack`` for the first ``--member-threads`` setting (the
+    summary's), ``pack_threads<N>`` for each other."""
+    return "pack" if threads == first else f"pack_threads{threads}"
+
+
 def compare(args, log: Path) -> dict:
-    """Every repeat of both ways, interleaved -> the summary (docstring)."""
-    measured: dict[str, list[dict]] = {"pack": [], "solo": []}
+    """Every repeat of every way, interleaved -> the summary (docstring)."""
+    settings = args.member_threads
+    ways = [(pack_label(t, settings[0]), "pack", t) for t in settings] + [("solo", "solo", 1)]
+    measured: dict[str, list[dict]] = {label: [] for label, _, _ in ways}
     for repeat in range(args.repeats):
-        order = ("pack", "solo") if repeat % 2 == 0 else ("solo", "pack")
-        for way in order:
+        order = ways if repeat % 2 == 0 else ways[::-1]
+        for label, way, threads in order:
             with tempfile.TemporaryDirectory(prefix=f"bench_pack_{way}_") as folder:
-                result = run_child(args, way, Path(folder), log)
+                result = run_child(args, way, Path(folder), log, threads)
             if result["unfinished"]:
                 raise SystemExit(f"bench_pack: {way} runs did not finish: {result['unfinished']}")
-            measured[way].append(result)
+            measured[label].append(result)
             print(
-                f"repeat {repeat + 1}/{args.repeats} {way}: {result['runs']} runs in "
+                f"repeat {repeat + 1}/{args.repeats} {label}: {result['runs']} runs in "
                 f"{result['wall_s']:.1f} s (cpu {result['cpu_s']:.1f} s), "
                 f"{result['memory_per_member_mib']:.0f} MiB per member",
                 flush=True,
@@ -219,7 +227,7 @@ def compare(args, log: Path) -> dict:
         "steps": args.steps,
         "repeats": args.repeats,
         "evaluation": args.eval,
-        "member_threads": args.member_threads,
+        "member_threads": settings[0],
         "machine": machine(args),
         "wall_s": {"pack": pack, "solo": solo},
         "cpu_s": {w: spread([r["cpu_s"] for r in measured[w]]) for w in measured},
@@ -231,6 +239,12 @@ def compare(args, log: Path) -> dict:
         },
         "raw": measured,
     }
+    for threads in settings[1:]:  # each other setting: its own total against the solo runs'
+        walls = spread([r["wall_s"] for r in measured[pack_label(threads, settings[0])]])
+        ratio = walls["median"] / (per_solo_run * args.members)
+        summary.setdefault("other_member_threads", {})[str(threads)] = {
+            "wall_s": walls, "pack_total_ratio": ratio, "met": ratio <= TARGET_CPU,
+        }  # fmt: skip
     if args.device == "cuda":
         summary["target"] = f"runs per hour: pack / solo >= {TARGET_GPU:g}"
         summary["met"] = summary["runs_per_hour_ratio"] >= TARGET_GPU
@@ -253,10 +267,10 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--eval", default="minimal", choices=["minimal", "default"])
     parser.add_argument(
         "--member-threads",
-        type=int,
-        default=1,
+        default="1",
         help="a CPU pack's members trained at once, one a thread (lengen.pack.engine's "
-        "MEMBER_THREADS; 1: one after another, the default)",
+        "MEMBER_THREADS; 1: one after another, the default); comma-separated: each setting "
+        "its own pack rows, interleaved with the others' (the first is the summary's)",
     )
     parser.add_argument(
         "--set", action="append", default=[], help="another override, e.g. model.d_model=64"
@@ -271,9 +285,18 @@ def main(argv: list[str] | None = None) -> dict | None:
         args.members = 64 if args.device == "cuda" else 8
     if args.solo_runs is None:
         args.solo_runs = 1 if args.device == "cuda" else args.members
-    for name in ("members", "solo_runs", "steps", "repeats", "member_threads"):
+    for name in ("members", "solo_runs", "steps", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')}={getattr(args, name)}: allowed: >= 1")
+    threads = [t.strip() for t in args.member_threads.split(",")]
+    if not all(t.isdigit() and int(t) >= 1 for t in threads) or len(set(threads)) < len(threads):
+        parser.error(
+            f"--member-threads={args.member_threads}: allowed: distinct integers >= 1, "
+            "comma-separated (1,2)"
+        )
+    args.member_threads = [int(t) for t in threads]
+    if args.child and len(args.member_threads) > 1:
+        parser.error("--member-threads: a child process takes one setting")
     if args.child:
         Path(args.out).write_text(json.dumps(child(args)) + "\n")
         return None
@@ -288,6 +311,12 @@ def main(argv: list[str] | None = None) -> dict | None:
         f" vs {summary['runs_per_hour']['solo']:.0f} ({summary['runs_per_hour_ratio']:.2f}x); "
         f"target {summary['target']}: {'met' if summary['met'] else 'NOT met'}"
     )
+    for threads, other in summary.get("other_member_threads", {}).items():
+        print(
+            f"pack of {args.members}, members {threads} at a time: {other['wall_s']['median']:.1f}"
+            f" s; pack / solo total: {other['pack_total_ratio']:.3f}: "
+            f"{'met' if other['met'] else 'NOT met'}"
+        )
     if args.json:
         from lengen.atomic import atomic_write
 
