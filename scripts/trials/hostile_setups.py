@@ -224,6 +224,12 @@ SETUPS = {
         signal=("SIGTERM", {"after": 30}),
         limit=300,
     ),  # fmt: skip
+    # a user's folder that no lengen run wrote, holding files with a run's names
+    "D11": Setup(
+        prep="mkdir -p userdir/logs && echo 'my: notes' > userdir/config.yaml && "
+        "echo mine > userdir/train.log && echo a,b > userdir/logs/metrics.csv && "
+        "echo '{}' > userdir/data_card.json"
+    ),
     "AG01": Setup(prep="mkdir -p empty"),
     "ES10": Setup(
         env={"LENGEN_CACHE_DIR": "<tmp>/adv/w/ES10/cache"}, prep="mkdir -p cache/timings.json"
