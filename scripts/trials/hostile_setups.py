@@ -231,6 +231,8 @@ SETUPS = {
         "echo '{}' > userdir/data_card.json"
     ),
     "AG01": Setup(prep="mkdir -p empty"),
+    # --config-dir relative to the checkout, where the trial ran it; a case runs elsewhere
+    "B02": Setup(argv=("$P", "$REPO/train.py", "data.len=-3", "--config-dir=$REPO/configs")),
     "ES10": Setup(
         env={"LENGEN_CACHE_DIR": "<tmp>/adv/w/ES10/cache"}, prep="mkdir -p cache/timings.json"
     ),
