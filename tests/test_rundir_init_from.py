@@ -76,3 +76,13 @@ def test_results_record_a_drope_recalibration_of_the_base_run(base_run, tmp_path
     record = json.loads((tmp_path / "results.json").read_text())["init_from"]
     base_id = run_id(OmegaConf.load(base_run / "config.yaml"))
     assert (record["route"], record["run_id"], record["pe"]) == ("drope", base_id, "rope")
+
+
+def test_a_pack_records_the_drope_recalibration_as_a_solo_run(base_run, tmp_path):
+    from lengen.pack import train_pack
+
+    cfgs = [compose_train("pe=nope", f"init_from={base_run}", f"seed={s}", *FAST) for s in (0, 1)]
+    dirs = [tmp_path / str(seed) for seed in (0, 1)]
+    train_pack(cfgs, dirs)
+    records = [json.loads((d / "results.json").read_text())["init_from"] for d in dirs]
+    assert [record["route"] for record in records] == ["drope", "drope"]

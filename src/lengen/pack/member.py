@@ -50,6 +50,8 @@ class Member:
         self.validation_row: dict = {}
         self.val_batches: list | None = None
         self.notes: list[str] = []
+        #: results.json's record of the run it started from (lengen.rundir.init_from)
+        self.started_from: dict = {}
 
     # -- starting --------------------------------------------------------------------------
     def start(self, resumed) -> None:
@@ -70,10 +72,14 @@ class Member:
             if self.criterion is not None and criterion is not None:
                 self.criterion.load_state_dict(criterion)
             self.validations = self.state.get("lengen", {}).get("pack_validations", 0)
-        elif self.cfg.init_from:  # fine-tuning: start from another run's weights
+        if self.cfg.init_from:  # fine-tuning, DroPE's route: start from another run's weights
             from lengen.checkpoints import load_checkpoint, load_weights
+            from lengen.rundir.init_from import init_from_record
 
-            load_weights(self.model, load_checkpoint(self.cfg.init_from, "init_from"), "init_from")
+            base = load_checkpoint(self.cfg.init_from, "init_from")
+            if resumed is None:
+                load_weights(self.model, base, "init_from")
+            self.started_from = init_from_record(self.cfg, base)  # results.json's, as solo's
         self.notes = position_warnings(self.model)
         self.logger = instantiate_named(self.cfg.logger, save_dir=str(self.directory.path))
         if self.logger and resumed is not None:
@@ -207,6 +213,7 @@ class Member:
             "warnings": self.notes,
             "validation": dict(self.last_validation),
             "pack": pack,
+            **self.started_from,
         }
         started = time.monotonic()
         results = evaluate_and_write(
