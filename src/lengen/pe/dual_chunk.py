@@ -4,8 +4,8 @@ Language Models", ICML; arXiv 2402.17463), an arm of ``pe.extension``
 
 The sequence is cut into chunks of C = s − w tokens (s = ``pe.dca_chunk_size``, w =
 ``pe.dca_local_window``). Every key j sits at j mod C; the query's position depends on where
-the key is (the paper's §3.1, intra-, successive- and inter-chunk attention), as the reference
-code computes them (HKUNLP/ChunkLlama, ``chunkllama_attn_replace.py``:
+the key is (intra-, successive- and inter-chunk attention; the paper's text is not stored, so
+the indices are the reference code's: HKUNLP/ChunkLlama, ``chunkllama_attn_replace.py``,
 ``ChunkLlamaRotaryEmbedding._set_cos_sin_cache`` builds ``q_t``, ``qc_t``, ``k_t``; ``forward``
 picks them per chunk pair):
 

@@ -4,8 +4,9 @@ Tuning", ICML; arXiv 2401.01325), an arm of ``pe.extension`` (``lengen.pe.extens
 Within a neighbour window W a query reads RoPE's normal relative positions; beyond it, grouped
 positions: query i and key j sit at ⌊i/G⌋ + (W − ⌊W/G⌋) and ⌊j/G⌋, so the relative position
 is ⌊i/G⌋ − ⌊j/G⌋ + W − ⌊W/G⌋, which meets the neighbour region near i − j = W and grows G times
-slower past it (the paper's eq. 3–4; figure 2). Two score sets, neighbour and grouped, are
-merged by the mask i − j < W, as the reference code does (datamllab/LongLM,
+slower past it (the paper's text beyond its abstract is not stored: the formula is the
+reference code's). Two score sets, neighbour and grouped, are merged by the mask i − j < W, as
+the reference code does (datamllab/LongLM,
 ``self_extend_patch/Llama.py``, ``self_extend_forward``: ``neighbor_attention_mask`` picks
 ``neighbor_attn_weights`` where i − j < W, ``group_attn_weights`` elsewhere).
 
