@@ -11,7 +11,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from helpers import compose_train
+from helpers import compose_train, run_train
 from lengen.build import build
 from lengen.identity import run_id
 from lengen.rundir.init_from import init_from_record, route
@@ -86,3 +86,12 @@ def test_a_pack_records_the_drope_recalibration_as_a_solo_run(base_run, tmp_path
     train_pack(cfgs, dirs)
     records = [json.loads((d / "results.json").read_text())["init_from"] for d in dirs]
     assert [record["route"] for record in records] == ["drope", "drope"]
+
+
+def test_the_route_runs_through_hydra_keys(base_run, tmp_path):
+    done = run_train(
+        "debug=fast", "pe=nope", f"init_from={base_run}", *FAST, f"hydra.run.dir={tmp_path}",
+        one_thread=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((tmp_path / "results.json").read_text())["init_from"]["route"] == "drope"
