@@ -157,3 +157,59 @@ def test_the_refusal_imports_no_torch(overrides):
         "print('torch' in sys.modules)\n"
     )
     assert fresh_python(code).splitlines() == ["refused", "False"]
+
+
+# -- rows of finished lengths, kept as each finishes (E13b) ---------------------------------
+@pytest.fixture(scope="module")
+def tiny_run():
+    from lengen.build import build
+
+    cfg = compose_train("data.len=4", "model.d_model=32", "model.n_layers=1", "eval.samples=4")
+    data, model, _ = build(cfg)
+    return cfg, data, model
+
+
+def test_each_finished_length_hands_over_the_rows_so_far(tiny_run, single_thread):
+    from lengen.evaluation.tasks import score_lengths
+
+    cfg, data, model = tiny_run
+    seen = []
+    score_lengths(model, data, [4, 8], samples=4, progress=False, on_row=seen.append)
+    assert [[row["length"] for row in rows] for rows in seen] == [[4], [4, 8]]
+
+
+def test_a_dying_evaluation_leaves_the_finished_lengths_rows(tiny_run, tmp_path, monkeypatch):
+    import json
+
+    import torch
+
+    import lengen.evaluation
+    from lengen.rundir import RunDirectory
+    from lengen.train import evaluate_and_write
+
+    def dies_after_one_length(*args, on_row, **kwargs):
+        on_row([{"length": 4, "accuracy": 0.5}])
+        raise KeyboardInterrupt  # unwinds past evaluate_and_write, as nothing catches it
+
+    monkeypatch.setattr(lengen.evaluation, "evaluate", dies_after_one_length)
+    cfg, data, model = tiny_run
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_and_write(cfg, model, data, [4, 8], device=torch.device("cpu"),
+                           directory=RunDirectory(tmp_path), train_tokens=0, extra={},
+                           tag="x", progress=False)  # fmt: skip
+    kept = json.loads((tmp_path / ".results.x.partial.json").read_text())
+    assert kept["rows"] == [{"length": 4, "accuracy": 0.5}]
+
+
+def test_the_kept_rows_are_removed_once_the_results_are_written(tiny_run, tmp_path, single_thread):
+    import torch
+
+    from lengen.rundir import RunDirectory
+    from lengen.train import evaluate_and_write
+
+    cfg, data, model = tiny_run
+    evaluate_and_write(cfg, model, data, [4, 8], device=torch.device("cpu"),
+                       directory=RunDirectory(tmp_path), train_tokens=0, extra={}, tag="x",
+                       progress=False)  # fmt: skip
+    assert (tmp_path / "results.x.json").is_file()
+    assert not (tmp_path / ".results.x.partial.json").exists()

@@ -158,6 +158,19 @@ class RunTiming:
         )  # fmt: skip
 
 
+def keep_rows(path, rows: list[dict]) -> None:
+    """The rows of the lengths finished so far, written atomically to ``path`` (a hidden
+    ``.results<.tag>.partial.json``, removed once the results are written); a full disk
+    costs only this copy."""
+    import contextlib
+    import json
+
+    from lengen.atomic import atomic_write
+
+    with contextlib.suppress(OSError):
+        atomic_write(path, json.dumps({"rows": rows, "finished": False}, default=str) + "\n")
+
+
 def sweep_label(directory: RunDirectory) -> str:
     """``[<run folder>] `` in a job of a -m sweep, whose lines may interleave; else nothing."""
     from hydra.core.hydra_config import HydraConfig
@@ -352,6 +365,9 @@ def evaluate_and_write(
 
     suffix = f".{tag}" if tag else ""
     results_path = directory.path / f"results{suffix}.json"
+    # the rows of finished lengths, kept as each finishes: a process that dies without
+    # unwinding (a native library's abort under a memory limit: E13b) lost them all
+    partial = directory.path / f".results{suffix}.partial.json"
     unfinished = None
     explained: dict = {}  # attention diagnostics, accuracy by answer position (docs/analysis.md)
     with figures_noted() as figure_notes:  # every figure until results.json: a failure is a note
@@ -365,6 +381,7 @@ def evaluate_and_write(
                 tag=suffix,
                 progress=progress,
                 report=explained,
+                on_row=lambda rows: keep_rows(partial, rows),
             )
         except EvaluationOutOfMemory as error:  # keep what was measured, then say why it stopped
             if not error.rows:
@@ -386,6 +403,7 @@ def evaluate_and_write(
     if figure_notes:
         results["warnings"] = [*results.get("warnings", []), *figure_notes]
     write_results(results_path, results)  # last: its presence means the run finished
+    partial.unlink(missing_ok=True)
     print(f"\n{label} · {data.training_summary()}\n{format_table(rows)}")
     if rows:  # how far it extrapolates, in one number per threshold (ρ_τ)
         longest = max(row["length"] for row in rows)

@@ -34,6 +34,7 @@ def evaluate(
     tag="",
     progress=True,  # lengen.progress.as_mode: True a bar, or (mode, label)
     report: dict | None = None,
+    on_row=None,  # called with the rows so far as each length finishes
 ):
     """Rows at every length; extra per-run files (loss by position, accuracy by depth and by
     answer position, attention diagnostics) go to ``output_dir`` with ``tag`` (``""`` for
@@ -44,7 +45,7 @@ def evaluate(
         raise TypeError(f"no evaluator for data of type {type(data).__name__}") from None
     sections: dict = {}
     rows = scorer(data, model, lengths, settings=settings, output_dir=output_dir, tag=tag,
-                  progress=progress, report=sections)  # fmt: skip
+                  progress=progress, report=sections, on_row=on_row)  # fmt: skip
     if settings.get("diagnostics", False):  # after scoring: it cannot change a row
         from lengen.evaluation.diagnostics import attention_diagnostics
 

@@ -157,6 +157,7 @@ def evaluate_task(
     tag: str = "",
     progress: bool | str | tuple[str, str] = True,  # lengen.progress.as_mode
     report: dict | None = None,
+    on_row=None,  # called with the rows so far as each length finishes (score_lengths)
 ) -> list[dict]:
     """Results rows at every length (the ``eval`` config group in ``settings``).
 
@@ -176,6 +177,7 @@ def evaluate_task(
         position_draws=settings.get("position_draws", 1),
         progress=progress,
         by_position=tallies,
+        on_row=on_row,
     )
     section = position_section(tallies, data.train_len)
     if report is not None:
@@ -213,13 +215,15 @@ def score_lengths(
     position_draws: int = 1,
     progress: bool | str | tuple[str, str] = True,  # lengen.progress.as_mode
     by_position: dict | None = None,
+    on_row=None,
 ) -> list[dict]:
     """Score ``samples`` distinct held-out instances at each exact length -> rows sorted by
     length. Models that randomize positions at evaluation are scored under ``position_draws``
     draws per length (seeded by the evaluation seed, the length and the draw); their rows hold
     the mean over draws and ``<metric>_draw_std``, the spread across draws. ``by_position``, a
     dict, receives a ``PositionTally`` per length (``evaluation.by_position``), summed over
-    draws."""
+    draws. ``on_row(rows)``: called with the rows so far as each length finishes, so a caller
+    can keep them where the process may die without unwinding (E13b)."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"eval.decoding must be one of {', '.join(PROTOCOLS)}; got {protocol!r}")
     was_training = model.training
@@ -300,6 +304,8 @@ def score_lengths(
                 "batch_size": min(c["batch_size"] for c in costs),
             }
         )
+        if on_row is not None:
+            on_row(list(rows))
     model.train(was_training)
     return rows
 

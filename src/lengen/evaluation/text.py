@@ -55,7 +55,16 @@ def window_plan(n_targets: int, length: int, stride: int):
 
 
 def evaluate_text(
-    data: TextData, model, lengths, *, settings, output_dir=None, tag="", progress=True, report=None
+    data: TextData,
+    model,
+    lengths,
+    *,
+    settings,
+    output_dir=None,
+    tag="",
+    progress=True,
+    report=None,
+    on_row=None,
 ):
     """One row per length (perplexity, bits per byte), and the loss by position in the
     window written to ``loss_by_position<tag>.json`` / ``.png`` in ``output_dir``. Rows also
@@ -94,6 +103,8 @@ def evaluate_text(
             raise
         rows.append({**row, "protocol": protocol, "max_tokens": max_tokens, **cost})
         by_position[length] = position
+        if on_row is not None:  # the rows so far (score_lengths' on_row)
+            on_row(list(rows))
     if output_dir is not None:
         write_position_report(Path(output_dir), tag, by_position, rows, data.train_len, protocol,
                               settings)  # fmt: skip
