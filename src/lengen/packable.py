@@ -10,6 +10,7 @@ import json
 
 from omegaconf import DictConfig, OmegaConf
 
+from lengen.model.mixers.config.state import kept_state_entry
 from lengen.pe.config import config_of
 
 #: dotted keys a pack's members may differ in: what seeds the model's initialisation and the
@@ -102,6 +103,13 @@ def pack_refusal(cfg: DictConfig) -> str | None:
             "pe", pe.get("name"),
             "each member's random positions would come from one generator instead of its seed",
             "pe=rope",
+        )  # fmt: skip
+    kept = kept_state_entry(model.get("mixer"), model.get("mixers"))  # lengen.model.mixers.state
+    if kept is not None:
+        return _refused(
+            f"{kept[0]}.state_init", kept[1],
+            "each member's initial states would come from one generator or one module's memory "
+            "instead of its own", "state_init=zero (tbptt packs)",
         )  # fmt: skip
     if model.get("compile"):
         return _refused("model.compile", "true", "the pack's forward is not compiled")
