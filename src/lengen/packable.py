@@ -109,7 +109,7 @@ def pack_refusal(cfg: DictConfig) -> str | None:
         return _refused(
             f"{kept[0]}.state_init", kept[1],
             "each member's initial states would come from one generator or one module's memory "
-            "instead of its own", "state_init=zero (tbptt packs)",
+            "instead of its own", "state_init=zero",
         )  # fmt: skip
     if model.get("compile"):
         return _refused("model.compile", "true", "the pack's forward is not compiled")
