@@ -1,9 +1,9 @@
 """The context-extension arms side by side (issue #48; docs/reproductions.md (j)): one figure with
-a panel per task sweep, a line per method (none, PI, NTK, YaRN, Self-Extend, ReRoPE, Leaky ReRoPE,
+a panel per task (of one sweep folder or several), a line per method (none, PI, NTK, YaRN, Self-Extend, ReRoPE, Leaky ReRoPE,
 DCA: eval.py re-evaluations of the RoPE runs; DroPE: their recalibrations without an encoding),
 and one table of the same numbers.
 
-python scripts/plot_extension_arms.py <task sweep> [<task sweep> …] --out DIR [--metric exact_match]
+python scripts/plot_extension_arms.py <sweep> [<sweep> …] --out DIR [--metric exact_match]
 
 Writes DIR/extension_arms.csv, DIR/extension_arms.md and DIR/extrapolation_extension_arms.{png,pdf}.
 Exit 0 done; 2 a folder without aggregated runs or re-evaluations (nothing written).
@@ -29,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="plot_extension_arms.py", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("folder", nargs="+", type=Path, help="a task's sweep folder")
+    parser.add_argument(
+        "folder", nargs="+", type=Path, help="a sweep folder (searched recursively)"
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--metric", default="exact_match")
     args = parser.parse_args(argv)
@@ -39,19 +41,21 @@ def main(argv: list[str] | None = None) -> int:
     panels = {}
     for folder in args.folder:
         if not folder.is_dir():
-            print(f"error: {folder}: not a folder; allowed: a task's sweep folder", file=sys.stderr)
+            print(f"error: {folder}: not a folder; allowed: a sweep folder", file=sys.stderr)
             return 2
         rows = arms_rows(aggregate(folder, metric=args.metric))
         if not rows:
             print(f"error: {folder}: no run with eval.py re-evaluations; allowed: a sweep of "
                   "scripts/reproduce_extension_arms.sh", file=sys.stderr)  # fmt: skip
             return 2
-        task = str(rows[0]["task"])
-        if task in panels:
-            print(f"error: {folder}: a second sweep of task {task}; allowed: one sweep per task",
-                  file=sys.stderr)  # fmt: skip
-            return 2
-        panels[task] = rows
+        for row in rows:
+            task = str(row["task"])
+            if panels.get(task, (folder,))[0] != folder:
+                print(f"error: {folder}: task {task} is in another sweep given too; allowed: "
+                      "each task in one sweep", file=sys.stderr)  # fmt: skip
+                return 2
+            panels.setdefault(task, (folder, []))[1].append(row)
+    panels = {task: rows for task, (_, rows) in panels.items()}
     args.out.mkdir(parents=True, exist_ok=True)
     from lengen.plots.extension_arms import plot_extension_arms
 

@@ -21,12 +21,13 @@ SCRIPT = ROOT / "scripts" / "plot_extension_arms.py"
 def arms_sweep(folder, drope_exact=0.7, task="copy"):
     """One RoPE seed re-evaluated under YaRN ×4, and its DroPE recalibration under drope/."""
     task = {"data.name": task}
-    base = write_run(folder, "rope0", pe="rope", accuracy={4: 1.0, 8: 0.2}, overrides=task)
+    name = f"{task['data.name']}_rope0"
+    base = write_run(folder, name, pe="rope", accuracy={4: 1.0, 8: 0.2}, overrides=task)
     extra = {"overrides": ["pe.scaling=yarn", "pe.scaling_factor=4"], "tag": "yarn4"}
-    write_run(folder, "rope0", pe="rope", accuracy={4: 1.0, 8: 0.5},
+    write_run(folder, name, pe="rope", accuracy={4: 1.0, 8: 0.5},
               results_file="results.yarn4.json", extra=extra, overrides=task)  # fmt: skip
     start = {"path": f"/elsewhere/{base.name}", "route": "drope", "run_id": base.name, "pe": "rope"}
-    write_run(folder / "drope", "rope0_drope", pe="nope", accuracy={4: 1.0, 8: drope_exact},
+    write_run(folder / "drope", f"{name}_drope", pe="nope", accuracy={4: 1.0, 8: drope_exact},
               overrides={"init_from": str(base), **task}, extra={"init_from": start})  # fmt: skip
     return folder
 
@@ -42,16 +43,17 @@ def test_a_drope_recalibration_is_a_method_of_the_configuration_it_starts_from(t
 def test_a_fine_tuned_run_is_not_drope(tmp_path):
     folder = arms_sweep(tmp_path / "s")
     write_run(folder / "tuned", "rope0_tuned", pe="rope", accuracy={4: 1.0, 8: 0.9},
-              overrides={"init_from": str(folder / "rope0"), "data.len": 8},
+              overrides={"init_from": str(folder / "copy_rope0"), "data.len": 8},
               extra={"init_from": {"path": "x", "route": "fine-tune"}})  # fmt: skip
     methods = {row["method"] for row in arms_rows(aggregate(folder, metric="accuracy"))}
     assert methods == {"none", "YaRN ×4", "DroPE"}
 
 
-def test_one_figure_and_one_table_hold_every_task(tmp_path):
-    first, second = arms_sweep(tmp_path / "a"), arms_sweep(tmp_path / "b", 0.4, "passkey")
+def test_one_figure_and_one_table_hold_every_task_of_a_sweep(tmp_path):
+    sweep = arms_sweep(tmp_path / "s")
+    arms_sweep(sweep, 0.4, "passkey")
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, str(SCRIPT), str(first), str(second), "--out", str(out),
+    done = subprocess.run([sys.executable, str(SCRIPT), str(sweep), "--out", str(out),
                            "--metric", "accuracy"], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert_png(out / "extrapolation_extension_arms.png")
@@ -60,7 +62,7 @@ def test_one_figure_and_one_table_hold_every_task(tmp_path):
 
 
 def test_a_folder_without_re_evaluations_is_refused_in_one_line_writing_nothing(tmp_path):
-    write_run(tmp_path / "s", "rope0", pe="rope", accuracy={4: 1.0, 8: 0.2})
+    write_run(tmp_path / "s", "copy_rope0", pe="rope", accuracy={4: 1.0, 8: 0.2})
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "s"), "--out", str(out)],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
