@@ -98,6 +98,10 @@ class Setup:
     skip: str = ""  # why the case cannot be re-run here
 
 
+#: the start of a case's argv: train.py with the trial's $FAST options
+FAST_WORDS = ("$P", "$REPO/train.py", "debug=fast", "eval.lengths=[8,16]")
+
+
 def _sized(limit_as_gb: float = 8.0) -> Setup:
     return Setup(limit=150, limit_as_gb=limit_as_gb)
 
@@ -195,10 +199,7 @@ SETUPS = {
     "R11": Setup(argv=("$P", "$REPO/train.py", "model.attention=" + "a" * 100000)),
     "P52d": Setup(
         argv=(
-            "$P",
-            "$REPO/train.py",
-            "debug=fast",
-            "eval.lengths=[8,16]",
+            *FAST_WORDS,
             "pe=irope",
             "pe.layers=[{pe: fox, chunk: 8}, nope]",
         ),
@@ -233,6 +234,10 @@ SETUPS = {
     "AG01": Setup(prep="mkdir -p empty"),
     # --config-dir relative to the checkout, where the trial ran it; a case runs elsewhere
     "B02": Setup(argv=("$P", "$REPO/train.py", "data.len=-3", "--config-dir=$REPO/configs")),
+    "B03": Setup(argv=("$P", "$REPO/train.py", "pe=ropee", "-cd", "$REPO/configs")),
+    # a value with spaces, one argument (the record's shell words split it)
+    "P39": Setup(argv=(*FAST_WORDS, "pe=rnope", "pe.layers=[{pe: rope, bogus: 1}]")),
+    "P41": Setup(argv=(*FAST_WORDS, "pe=rnope", "pe.layers=[{window: 4}]")),
     "ES10": Setup(
         env={"LENGEN_CACHE_DIR": "<tmp>/adv/w/ES10/cache"}, prep="mkdir -p cache/timings.json"
     ),
