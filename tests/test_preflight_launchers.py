@@ -41,6 +41,7 @@ def test_a_slurm_launcher_without_slurm_is_refused(tmp_path, monkeypatch):
 
 def test_a_slurm_launcher_with_srun_on_path_passes_the_launch_check(monkeypatch):
     monkeypatch.setattr(launchers.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(launchers, "slurm_controller_refusal", lambda: None)  # one answers
     hydra = launchers.hydra_config(["hydra/launcher=slurm"], [CONFIG_DIR], "train")
     launchers.check_launcher(hydra.launcher)
 
@@ -102,3 +103,33 @@ def test_a_launcher_without_a_sweep_is_refused(tmp_path, launcher):
             ["debug=fast", f"hydra/launcher={launcher}", f"hydra.run.dir={tmp_path}/r"]
         )
     assert str(refused.value).startswith(f"hydra/launcher={launcher}: a launcher runs the jobs")
+
+
+def fake_scontrol(tmp_path, monkeypatch, script: str) -> None:
+    """SLURM's commands on PATH, ``scontrol`` a shell script of ``script``."""
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(f"#!/bin/sh\n{script}\n")
+    scontrol.chmod(0o755)
+    monkeypatch.setattr(
+        launchers.shutil, "which", lambda name: str(scontrol) if name == "scontrol" else name
+    )
+
+
+def test_a_slurm_launcher_whose_controller_does_not_answer_is_refused(tmp_path, monkeypatch):
+    fake_scontrol(
+        tmp_path, monkeypatch,
+        'echo "scontrol: fatal: Could not establish a configuration source" >&2; exit 1',
+    )  # fmt: skip
+    hydra = launchers.hydra_config(["hydra/launcher=slurm"], [CONFIG_DIR], "train")
+    with pytest.raises(ConfigError) as refused:
+        launchers.check_launcher(hydra.launcher)
+    assert str(refused.value).startswith(
+        "hydra/launcher=slurm: SLURM's controller does not answer here (scontrol ping: "
+        "scontrol: fatal: Could not establish a configuration source)"
+    )
+
+
+def test_a_slurm_launcher_whose_controller_is_up_passes(tmp_path, monkeypatch):
+    fake_scontrol(tmp_path, monkeypatch, 'echo "Slurm controller slurmctld is UP"; exit 0')
+    hydra = launchers.hydra_config(["hydra/launcher=slurm"], [CONFIG_DIR], "train")
+    launchers.check_launcher(hydra.launcher)

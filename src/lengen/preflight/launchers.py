@@ -72,6 +72,39 @@ def check_launcher(launcher: DictConfig) -> None:
             "submitted; allowed: the same command on a SLURM login node, or hydra/launcher=local "
             "(docs/cluster.md)"
         )
+    if _slurm_launcher(target) and (refusal := slurm_controller_refusal()) is not None:
+        raise ConfigError(refusal)
+
+
+#: seconds SLURM's controller gets to answer ``scontrol ping`` before the sweep is written
+CONTROLLER_TIMEOUT_S = 10.0
+
+
+def slurm_controller_refusal() -> str | None:
+    """Why no job could be submitted where SLURM's commands exist but no controller answers
+    (sbatch then failed inside submitit, a 45-line traceback after the sweep folder was
+    written: SL04 through another door), or None. ``scontrol ping`` decides: a controller
+    reported UP passes; one that cannot be asked in time (or no scontrol) is left to sbatch."""
+    import subprocess
+
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        return None
+    try:
+        done = subprocess.run(
+            [scontrol, "ping"], capture_output=True, text=True, timeout=CONTROLLER_TIMEOUT_S
+        )
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    if done.returncode == 0 or " is UP" in done.stdout:
+        return None
+    lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+    said = (lines[-1] if lines else f"exit status {done.returncode}")[:200]
+    return (
+        f"hydra/launcher=slurm: SLURM's controller does not answer here (scontrol ping: {said}), "
+        f"so no job could be submitted; allowed: the same command where a controller answers "
+        f"(a SLURM login node), or hydra/launcher=local (docs/cluster.md)"
+    )
 
 
 def _slurm_launcher(target: str) -> bool:
