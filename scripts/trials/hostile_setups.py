@@ -237,6 +237,20 @@ SETUPS = {
     "B03": Setup(argv=("$P", "$REPO/train.py", "pe=ropee", "-cd", "$REPO/configs")),
     # a value with spaces, one argument (the record's shell words split it)
     "P39": Setup(argv=(*FAST_WORDS, "pe=rnope", "pe.layers=[{pe: rope, bogus: 1}]")),
+    # run from the checkout in the trial: configs/ is the checkout's (the clone's, here)
+    "SN26": Setup(
+        argv=(
+            "$P",
+            "$REPO/train.py",
+            "-m",
+            "debug=fast",
+            "seed=0,1",
+            "hydra.sweep.dir=$REPO/configs/pe/sw",
+        ),
+    ),  # fmt: skip
+    "DC07": Setup(
+        argv=("$P", "$REPO/scripts/device_check.py", "--only", "")
+    ),  # '' lost in the record
     "P41": Setup(argv=(*FAST_WORDS, "pe=rnope", "pe.layers=[{window: 4}]")),
     "ES10": Setup(
         env={"LENGEN_CACHE_DIR": "<tmp>/adv/w/ES10/cache"}, prep="mkdir -p cache/timings.json"
