@@ -206,16 +206,17 @@ def _analysis_memory(length: int, dim: int) -> str | None:
     """Why ``pe-analysis --length --dim`` cannot fit in the memory available (it was killed
     by the kernel without a word, or died in a torch allocator traceback: PA15), or None."""
     from lengen.plots.pe import analysis_bytes
-    from lengen.preflight.resources import cpu_memory_available
+    from lengen.preflight.resources import cpu_memory_limit
 
-    needed, available = analysis_bytes(length, dim), cpu_memory_available()
-    if not available or needed <= available:
+    # the tightest of MemAvailable, ulimit -v / -d and the memory cgroup (PA15 under ulimit -v)
+    needed, (available, where) = analysis_bytes(length, dim), cpu_memory_limit()
+    if not where or needed <= available:
         return None
     return (
         f"--length {length}: the analysis holds about {needed / 2**30:,.1f} GiB ({length:,} "
         f"positions × {dim} dimensions of tables and their copies), more than the "
-        f"{available / 2**30:,.1f} GiB of memory available; allowed: a shorter --length or a "
-        f"smaller --dim"
+        f"{available / 2**30:,.1f} GiB of {where} memory available; allowed: a shorter --length "
+        f"or a smaller --dim"
     )
 
 

@@ -100,12 +100,19 @@ def available_memory(cfg: DictConfig) -> tuple[int, str]:
     memory Linux reports available (MemAvailable) or, where less, what ``ulimit -v`` / ``-d``
     or the memory cgroup leave this process (``lengen.preflight.limits``); (0, "") when
     unknown."""
-    from lengen.preflight.limits import memory_limits
-
     if str(cfg.trainer.accelerator) in ("gpu", "cuda", "auto") and cuda_available():
         import torch
 
         return torch.cuda.mem_get_info()[1], "GPU"
+    return cpu_memory_limit()
+
+
+def cpu_memory_limit() -> tuple[int, str]:
+    """(bytes, where) this process may take on the CPU: the tightest of MemAvailable and the
+    limits it lives under (``lengen.preflight.limits``: ulimit -v / -d, the memory cgroup);
+    (0, "") when none is known."""
+    from lengen.preflight.limits import memory_limits
+
     available = cpu_memory_available()
     choices = [(available, "CPU")] if available else []
     choices += [(left, f"CPU ({name})") for left, name in memory_limits()]
