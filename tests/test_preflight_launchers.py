@@ -25,7 +25,7 @@ def test_joblib_with_no_jobs_at_once_is_refused(tmp_path):
     message = refusal(
         "hydra/launcher=local", "hydra.launcher.n_jobs=0", f"hydra.sweep.dir={tmp_path}/s"
     )
-    assert message.startswith("hydra.launcher.n_jobs=0: the runs at once; allowed: a positive")
+    assert message.startswith("hydra.launcher.n_jobs=0: how many runs at once; allowed: a ")
 
 
 def test_joblib_with_a_negative_count_passes_the_launch_check():
@@ -60,7 +60,7 @@ def test_a_sweep_path_of_the_wrong_kind_is_refused(tmp_path, name):
 
 def test_a_sweeper_batch_size_below_one_is_refused(tmp_path):
     message = refusal("hydra.sweeper.max_batch_size=-1", f"hydra.sweep.dir={tmp_path}/s")
-    assert message.startswith("hydra.sweeper.max_batch_size=-1: the jobs launched per batch")
+    assert message.startswith("hydra.sweeper.max_batch_size=-1: how many jobs are launched per")
 
 
 def test_a_hydra_value_of_the_wrong_type_says_why(tmp_path):

@@ -63,7 +63,7 @@ def check_launcher(launcher: DictConfig) -> None:
         n_jobs = launcher.n_jobs
         if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:
             raise ConfigError(
-                f"hydra.launcher.n_jobs={n_jobs}: the runs at once; allowed: a positive "
+                f"hydra.launcher.n_jobs={n_jobs}: how many runs at once; allowed: a positive "
                 "integer, or -1 (one per CPU core; -2 all but one, …)"
             )
     if _slurm_launcher(target) and shutil.which("srun") is None:
@@ -128,8 +128,8 @@ def check_sweeper(sweeper: DictConfig) -> None:
     size = sweeper.max_batch_size
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
         raise ConfigError(
-            f"hydra.sweeper.max_batch_size={size}: the jobs launched per batch; allowed: a "
-            "positive integer, or null (every job in one batch)"
+            f"hydra.sweeper.max_batch_size={size}: how many jobs are launched per batch; "
+            "allowed: a positive integer, or null (every job in one batch)"
         )
 
 
