@@ -121,9 +121,14 @@ def child(args) -> dict:
         "wall_s": wall,
         "cpu_s": cpu,
         "unfinished": unfinished,
-        # what the engine was set to (the pack's), not only what was asked
+        # what the engine was set to (the pack's), and what it used: never more than torch's
         "member_threads": (
             lengen.pack.engine.MEMBER_THREADS[args.device] if args.child == "pack" else None
+        ),
+        "member_threads_used": (
+            min(lengen.pack.engine.MEMBER_THREADS[args.device], torch.get_num_threads())
+            if args.child == "pack"
+            else None
         ),
         "peak_rss_growth_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024,
     }

@@ -14,16 +14,45 @@ from test_pack_encodings import solo_losses
 STEPS = ("trainer.max_steps=8", "trainer.val_check_interval=8", "eval.lengths=[16]")
 
 
+def recording(cls, used: list):
+    """``cls`` (StackedModels) that notes the member threads each instance was given."""
+
+    def build(*args, **kwargs):
+        used.append(kwargs.get("threads", 1))
+        return cls(*args, **kwargs)
+
+    return build
+
+
 def test_members_in_threads_train_their_solo_runs_losses_exactly(
     tmp_path, monkeypatch, single_thread
 ):
     monkeypatch.setitem(engine.MEMBER_THREADS, "cpu", 2)
+    used = []
+    monkeypatch.setattr(engine, "StackedModels", recording(engine.StackedModels, used))
     cfgs = [small(*STEPS, f"seed={seed}") for seed in (0, 1, 2)]
-    train_pack(cfgs, [tmp_path / str(seed) for seed in (0, 1, 2)])
+    # the pack's budget (prepare() takes OMP_NUM_THREADS): two member threads of one each
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    try:
+        train_pack(cfgs, [tmp_path / str(seed) for seed in (0, 1, 2)])
+    finally:
+        torch.set_num_threads(1)  # the solo runs as one thread, as each member ran
+    assert used == [2]
     for seed, cfg in enumerate(cfgs):
         packed = torch.tensor(losses(tmp_path / str(seed)), dtype=torch.float64)
         solo = torch.tensor(solo_losses(cfg), dtype=torch.float64)
         torch.testing.assert_close(packed, solo, rtol=0, atol=0)
+
+
+def test_no_more_member_threads_than_torchs_own(tmp_path, monkeypatch, single_thread):
+    # torch at one thread (OMP_NUM_THREADS=1, a sweep lane's): the members one after another
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setitem(engine.MEMBER_THREADS, "cpu", 2)
+    used = []
+    monkeypatch.setattr(engine, "StackedModels", recording(engine.StackedModels, used))
+    cfgs = [small(*STEPS, f"seed={seed}") for seed in (0, 1)]
+    train_pack(cfgs, [tmp_path / str(seed) for seed in (0, 1)])
+    assert used == [1]
 
 
 def test_threaded_gradients_equal_the_members_one_after_another(single_thread):

@@ -22,6 +22,8 @@ def test_each_member_threads_setting_reaches_its_pack_and_is_recorded(tmp_path):
     raw = written["raw"]
     assert written["member_threads"] == 1 and sorted(raw) == ["pack", "pack_threads2", "solo"]
     assert [raw["pack"][0]["member_threads"], raw["pack_threads2"][0]["member_threads"]] == [1, 2]
+    # at --threads 1 the engine uses no more member threads than torch's one
+    assert raw["pack_threads2"][0]["member_threads_used"] == 1
     assert set(written["other_member_threads"]["2"]) == {"wall_s", "pack_total_ratio", "met"}
 
 

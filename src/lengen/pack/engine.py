@@ -224,7 +224,7 @@ LOOPED = {"cpu": True}
 
 #: threads that train a looped pack's members at once (``stack.MemberThreads``: each with one
 #: intra-op thread of torch's); 1: members one after another with torch's own threads, as a
-#: solo run. Not raised by default: whether members side by side on 2 cores beat a member
+#: solo run; never more than torch's threads (``OMP_NUM_THREADS``). Not raised by default: whether members side by side on 2 cores beat a member
 #: spread over them is for a quiet machine's benchmark to say (``scripts/bench_pack.py
 #: --member-threads 2``), and a member on one thread sums as a one-thread solo run does
 MEMBER_THREADS = {"cpu": 1}
@@ -278,7 +278,10 @@ class PackRun:
         #: dropout: each member's forward draws from the global generator seeded as its solo
         #: run's step seeds it (``LitModel.training_step``), one member after another
         self.reseeds = float(members[0].cfg.model.get("dropout") or 0.0) > 0
-        threads = MEMBER_THREADS.get(device.type, 1) if self.looped else 1
+        # no more member threads than torch's own (OMP_NUM_THREADS): a sweep's lanes of one
+        # thread each keep one core a lane
+        threads = min(MEMBER_THREADS.get(device.type, 1), torch.get_num_threads())
+        threads = threads if self.looped else 1
         self.member_threads = 1 if self.reseeds else threads  # one generator: no threads
         self.timer = PackTimer()
         self.outcomes: dict[int, dict] = {}
