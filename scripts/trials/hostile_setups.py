@@ -251,6 +251,8 @@ SETUPS = {
     "DC07": Setup(
         argv=("$P", "$REPO/scripts/device_check.py", "--only", "")
     ),  # '' lost in the record
+    "P37": Setup(argv=(*FAST_WORDS, "pe=rnope", "pe.layers=[{pe: rope, randomized: true}]")),
+    "P38": Setup(argv=(*FAST_WORDS, "pe=rnope", "pe.layers=[{pe: rope, window: 4, chunk: 4}]")),
     "P41": Setup(argv=(*FAST_WORDS, "pe=rnope", "pe.layers=[{window: 4}]")),
     "ES10": Setup(
         env={"LENGEN_CACHE_DIR": "<tmp>/adv/w/ES10/cache"}, prep="mkdir -p cache/timings.json"
