@@ -22,8 +22,14 @@ LAYERS = (
     # below results, which writes atomically and records provenance; the errors every layer
     # raises; the process's signals and output streams
     ("atomic", "provenance", "errors", "process", "logs"),  # logs: which records reach output
-    ("estimate",),  # a run's expected time from the machine's calibration (progress shows it)
-    ("checks", "results", "measure", "caches", "lazy", "identity", "progress"),
+    ("estimate_entries",),  # which calibration entries are sound (finite, plausible)
+    ("checks", "results", "measure", "caches", "lazy", "identity"),
+    # a run's expected time from the machine's calibration, keyed by mechanism (identity's
+    # defaults say which model options are off)
+    ("estimate",),
+    # an evaluation too long to start; the "still running" line of a long evaluation
+    ("estimate_bound", "heartbeat"),
+    ("progress",),
     ("schema",),  # the typed configs' rules, from checks' positive_int
     ("options",),  # the run's typed configs, on schema
     ("pe", "config", "loggers"),  # loggers: on the typed logger configs of options

@@ -140,14 +140,15 @@ def mechanism_key(cfg) -> str | None:
 
 
 def _option(model, name: str) -> str:
-    """``model.<name>`` as the key writes it; Canon's points sorted as its rule sorts them
-    (``[C, A]`` and ``AC`` are one setting), a value its rule refuses as it is."""
-    from lengen.model.canon_config import canon_points
-
+    """``model.<name>`` as the key writes it; Canon's points as sorted letters (``[C, A]`` and
+    ``AC`` are one setting, as ``lengen.model.canon_config.canon_points`` reads them: its rule
+    is not needed here, this layer is below the model's, and the pre-check has applied it)."""
     value = model.get(name)
     if name == "canon":  # the one option with two spellings of one value
-        with contextlib.suppress(ValueError):
-            value = canon_points("model.canon", value)
+        if value is None:
+            value = ""
+        elif hasattr(value, "__iter__") and all(isinstance(item, str) for item in value):
+            value = "".join(sorted("".join(value)))
     return _shown(value)
 
 
