@@ -58,6 +58,18 @@ def pack_signature(cfg: DictConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def step_draws(cfg: DictConfig) -> list[str]:
+    """The keys whose draws a training step takes from torch's global generator, which a
+    solo run's step reseeds (``LitModel.training_step``), as ``key=value``: dropout, randomized
+    positions, a random start offset of task positions. A CPU pack reseeds it before each
+    member's forward (``lengen.pack.engine``), so these pack on ``RESEEDED_ACCELERATORS``."""
+    model, pe = cfg.model, cfg.pe
+    draws = [f"model.dropout={model.dropout}"] if float(model.get("dropout") or 0.0) > 0 else []
+    draws += ["pe.randomized=true"] if pe.get("randomized") else []
+    draws += [f"pe.start_offset={pe.start_offset}"] if int(pe.get("start_offset") or 0) else []
+    return draws
+
+
 def _refused(key: str, value, why: str, allowed: str | None = None) -> str:
     allowed = f"{allowed}, or" if allowed else ""
     return (
@@ -69,9 +81,9 @@ def _refused(key: str, value, why: str, allowed: str | None = None) -> str:
 def pack_refusal(cfg: DictConfig) -> str | None:
     """None if ``cfg`` can train in a pack; else one line naming the key and why.
 
-    What cannot: randomness inside a training step (randomized positions, a random start
-    offset of task positions, dropout but on the CPU), which a solo run draws from its own
-    seeded generator and a map over members cannot draw per member alike; several processes
+    What cannot: randomness inside a training step (``step_draws``: dropout, randomized
+    positions, a random start offset of task positions; all three pack on the CPU), which a
+    solo run draws from its own seeded generator and a map over members cannot draw per member alike; several processes
     (DDP) or a device other than one; a compiled or FlexAttention forward; fp16 or bf16-true
     precision; a bidirectional model whose members draw training lengths of their own (their
     batches cannot be padded to one length without changing what the model sees); loggers
@@ -85,17 +97,19 @@ def pack_refusal(cfg: DictConfig) -> str | None:
             "(a pack on the CPU reseeds each member as its solo run)",
             "model.dropout=0.0, trainer.accelerator=cpu",
         )  # fmt: skip
-    if pe.get("randomized"):
+    if pe.get("randomized") and not reseeded:
         return _refused(
             "pe.randomized", "true",
-            "each member's random positions would come from one generator instead of its seed",
-            "pe.randomized=false",
+            "each member's random positions would come from one generator instead of its seed "
+            "(a pack on the CPU reseeds each member as its solo run)",
+            "pe.randomized=false, trainer.accelerator=cpu",
         )  # fmt: skip
-    if int(pe.get("start_offset") or 0) > 0:
+    if int(pe.get("start_offset") or 0) > 0 and not reseeded:
         return _refused(
             "pe.start_offset", pe.start_offset,
-            "each member's random offset would come from one generator instead of its seed",
-            "pe.start_offset=0",
+            "each member's random offset would come from one generator instead of its seed "
+            "(a pack on the CPU reseeds each member as its solo run)",
+            "pe.start_offset=0, trainer.accelerator=cpu",
         )  # fmt: skip
     if getattr(config_of(pe.get("_target_")), "draws_training_positions", False):
         # Random Float Sampling, Randomized YaRN: a draw of positions in every training step

@@ -30,7 +30,7 @@ from lengen.errors import ConfigError, Preempted
 from lengen.pack.member import Member
 from lengen.pack.stack import StackedModels
 from lengen.pack.timing import PackTimer, member_timing, print_estimate
-from lengen.packable import PACK_KEY, PACKABLE_KEYS, pack_refusal, pack_signature
+from lengen.packable import PACK_KEY, PACKABLE_KEYS, pack_refusal, pack_signature, step_draws
 from lengen.process import acted_on_signal, install_preemption_handlers, received_signal
 from lengen.rundir import RunDirectory
 
@@ -131,14 +131,16 @@ def check_members(cfgs: list[DictConfig], paths: list[Path]) -> None:
 
 
 def check_reseeding(cfg: DictConfig, device: torch.device) -> None:
-    """Dropout packs where members train one after another (``LOOPED``), each reseeded as its
-    solo run's step (``PackRun.step``); a vmapped pack draws one generator for all: refused
-    (ConfigError, nothing written), as ``pack_refusal`` refuses it for other accelerators."""
-    if float(cfg.model.get("dropout") or 0.0) > 0 and not LOOPED.get(device.type, False):
+    """A step's draws (``step_draws``: dropout, randomized positions, a random start offset)
+    pack where members train one after another (``LOOPED``), each reseeded as its solo run's
+    step (``PackRun.step``); a vmapped pack draws one generator for all: refused (ConfigError,
+    nothing written), as ``pack_refusal`` refuses them for other accelerators."""
+    draws = step_draws(cfg)
+    if draws and not LOOPED.get(device.type, False):
         raise ConfigError(
-            f"model.dropout={cfg.model.dropout} cannot train in a pack ({PACK_KEY} > 1) on "
-            f"{device.type}: its members are vmapped, so their dropout masks would come from one "
-            f"generator; allowed: model.dropout=0.0, trainer.accelerator=cpu, or {PACK_KEY}=1"
+            f"{draws[0]} cannot train in a pack ({PACK_KEY} > 1) on {device.type}: its members "
+            f"are vmapped, so their random draws would come from one generator; allowed: "
+            f"trainer.accelerator=cpu, or {PACK_KEY}=1"
         )
 
 
@@ -275,9 +277,9 @@ class PackRun:
         self.bf16 = str(trainer.get("precision", "32-true")) == "bf16-mixed"
         self.group_cost = GROUP_COST.get(device.type, math.inf)
         self.looped = LOOPED.get(device.type, False)
-        #: dropout: each member's forward draws from the global generator seeded as its solo
-        #: run's step seeds it (``LitModel.training_step``), one member after another
-        self.reseeds = float(members[0].cfg.model.get("dropout") or 0.0) > 0
+        #: dropout, random positions (``step_draws``): each member's forward draws from the
+        #: global generator seeded as its solo run's step seeds it (``LitModel.training_step``)
+        self.reseeds = bool(step_draws(members[0].cfg))
         # no more member threads than torch's own (OMP_NUM_THREADS): a sweep's lanes of one
         # thread each keep one core a lane
         threads = min(MEMBER_THREADS.get(device.type, 1), torch.get_num_threads())
