@@ -83,11 +83,11 @@ def pack_refusal(cfg: DictConfig) -> str | None:
 
     What cannot: randomness inside a training step (``step_draws``: dropout, randomized
     positions, a random start offset of task positions; all three pack on the CPU), which a
-    solo run draws from its own seeded generator and a map over members cannot draw per member alike; several processes
-    (DDP) or a device other than one; a compiled or FlexAttention forward; fp16 or bf16-true
-    precision; a bidirectional model whose members draw training lengths of their own (their
-    batches cannot be padded to one length without changing what the model sees); loggers
-    other than csv and none."""
+    solo run draws from its own seeded generator and a map over members cannot draw per member
+    alike; several processes (DDP) or a device other than one; a compiled or FlexAttention
+    forward; fp16 or bf16-true precision; a bidirectional model whose members draw training
+    lengths of their own (their batches cannot be padded to one length without changing what
+    the model sees); loggers other than csv and none."""
     model, pe, trainer, data = cfg.model, cfg.pe, cfg.trainer, cfg.data
     reseeded = str(trainer.get("accelerator", "auto")) in RESEEDED_ACCELERATORS
     if float(model.get("dropout") or 0.0) > 0 and not reseeded:
