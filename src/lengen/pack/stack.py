@@ -310,7 +310,8 @@ class MemberThreads:
         self.caller_threads = torch.get_num_threads()
 
     def map(self, job, items: list) -> list:
-        device = "cpu"
+        """[job(item) for item in items], the items spread over the threads, in order."""
+        device = "cpu"  # the looped packs' device (engine.LOOPED)
         autocast = torch.is_autocast_enabled(device)
         dtype = torch.get_autocast_dtype(device)
 
