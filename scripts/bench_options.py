@@ -19,6 +19,12 @@ mixers. Two measurements per row:
   report is the median and interquartile range of those ratios, which a burst of load in one
   step cannot move. Only the model's forward, backward and optimiser step are timed: Lightning
   and the data stream cost both sides alike and are left out.
+* **long-evaluation memory** (``--memory-lengths``, default none): one batch-1 ``no_grad``
+  forward pass at L tokens in a fresh process per (row, repeat), the RoPE baseline included
+  (row ``rope``), as ``scripts/bench_memory.py`` measures it: the peak resident growth of the
+  pass (``lengen.measure``) and the peak of torch's live tensor bytes (the profiler's allocation
+  events); with the evaluation-only rows (``EVAL_ROWS``: Self-Extend, ReRoPE, DCA). Memory, not
+  time: it may be measured on a loaded machine.
 * **decoding state** (``--decode-lengths``, decoders only): the bytes of every tensor the
   decoding cache's layers hold after a prompt of L tokens was fed (``model.new_cache`` then
   ``model.decode``), summed over distinct storages (the cache's own (L,) positions left out): attention keeps keys and values (linear in
@@ -59,6 +65,22 @@ ROWS: dict[str, tuple[list[str], list[str]]] = {
     "canon_abcd": (["model.canon=ABCD"], []),
     "loops_2": (["model.loops=2"], []),
     "fope": (["pe=fope"], []),
+    "string": (["pe=string"], []),
+    "comrope": (["pe=comrope"], []),
+    "liere": (["pe=liere"], []),
+    "rope_rfs": (["pe=rope_rfs"], []),
+    "rope_randomized_yarn": (["pe=rope_randomized_yarn"], []),
+}
+#: evaluation-only rows (RoPE's training-free arms, ``pe.extension``): long-evaluation memory
+#: only, sized for 8x the default training length (16 -> 128 positions seen)
+EVAL_ROWS: dict[str, list[str]] = {
+    "self_extend": [
+        "pe.extension=self_extend",
+        "pe.self_extend_group=8",
+        "pe.self_extend_window=32",
+    ],
+    "rerope": ["pe.extension=rerope", "pe.rerope_window=32"],
+    "dual_chunk": ["pe.extension=dual_chunk"],
 }
 #: rows whose decoding state is counted by default: the recurrent mixers and a hybrid
 DECODE_ROWS = ("gla", "deltanet", "gated_deltanet", "lstm", "hybrid_3to1")
@@ -177,6 +199,70 @@ def decode_state(overrides: list[str], length: int) -> int:
     return tensor_bytes(cache.layers)  # the layers' states: not the (N,) positions it keeps
 
 
+def memory_child(name: str, length: int) -> dict:
+    """One long-evaluation measurement in this (fresh) process -> its row."""
+    import torch
+
+    from lengen.measure import measure
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_memory import live_peak_bytes
+
+    overrides = [] if name == "rope" else EVAL_ROWS.get(name) or ROWS[name][0]
+    model, vocab = build_model(overrides)
+    model.eval()
+    tokens = torch.randint(0, vocab, (1, length), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        model(tokens[:, :128])  # kernels and thread pool loaded
+        with measure("cpu") as cost:
+            model(tokens)
+        live = live_peak_bytes(lambda: model(tokens))
+    return {"row": name, "length": length, "rss_mib": round(cost.peak_mem_mb, 1),
+            "live_mib": round(live / (1 << 20), 1)}  # fmt: skip
+
+
+def memory_rows(names: list[str], lengths: list[int], repeats: int, threads: int) -> list:
+    """Fresh processes per (row, length, repeat) -> the rows and the medians against RoPE's."""
+    import subprocess
+
+    rows = []
+    for name in ["rope", *names]:
+        for length in lengths:
+            for _ in range(repeats):
+                done = subprocess.run(
+                    [sys.executable, __file__, "--memory-child", name, str(length),
+                     "--threads", str(threads)],
+                    capture_output=True, text=True, check=False,
+                )  # fmt: skip
+                if done.returncode != 0:
+                    rows.append({"row": name, "length": length, "error": done.stderr[-400:]})
+                    print(f"{name:>22} {length}: failed: {done.stderr.strip()[-200:]}", flush=True)
+                    continue
+                rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+                print(f"{name:>22} {length}: rss +{rows[-1]['rss_mib']} MiB, "
+                      f"live {rows[-1]['live_mib']} MiB", flush=True)  # fmt: skip
+    summary = []
+    for name in ["rope", *names]:
+        for length in lengths:
+            mine = [
+                r for r in rows if r["row"] == name and r["length"] == length and "error" not in r
+            ]
+            if not mine:
+                continue
+            entry = {"row": name, "length": length, "repeats": len(mine)}
+            for field in ("rss_mib", "live_mib"):
+                entry[field] = statistics.median(r[field] for r in mine)
+            summary.append(entry)
+    for entry in summary:
+        rope = next(
+            (e for e in summary if e["row"] == "rope" and e["length"] == entry["length"]), None
+        )
+        for field in ("rss_mib", "live_mib"):
+            if rope and rope[field] > 0:
+                entry[f"{field}_vs_rope"] = round(entry[field] / rope[field], 2)
+    return [rows, summary]
+
+
 def decode_rows(names: list[str], lengths: list[int]) -> list[dict]:
     rows = []
     for name in ["attention", *names]:
@@ -206,20 +292,39 @@ def main(argv: list[str] | None = None) -> dict:
         "--decode-lengths", default="1024,2048,4096,8192",
         help="prompt lengths for the decoding state; empty: none",
     )  # fmt: skip
-    parser.add_argument("--no-train", action="store_true", help="decoding state only")
+    parser.add_argument(
+        "--memory-lengths", default="", help="long-evaluation memory at these lengths; empty: none"
+    )
+    parser.add_argument("--memory-repeats", type=int, default=2, help="fresh processes per row")
+    parser.add_argument("--eval-rows", default=",".join(EVAL_ROWS),
+                        help="evaluation-only rows for the memory")  # fmt: skip
+    parser.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--no-train", action="store_true", help="no step times")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
+    if args.memory_child:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        row = memory_child(args.memory_child[0], int(args.memory_child[1]))
+        print(json.dumps(row), flush=True)
+        return row
     if args.list:
         for name, (overrides, baseline) in ROWS.items():
             print(f"{name:>22}: {' '.join(overrides)}  (against pe=rope {' '.join(baseline)})")
         return {}
     names = [n for n in args.rows.split(",") if n]
-    unknown = [n for n in names if n not in ROWS]
+    eval_names = [n for n in args.eval_rows.split(",") if n]
+    unknown = [n for n in names if n not in ROWS] + [n for n in eval_names if n not in EVAL_ROWS]
     if unknown:
-        raise SystemExit(f"--rows: unknown {', '.join(unknown)}; allowed: {', '.join(ROWS)}")
+        raise SystemExit(
+            f"--rows / --eval-rows: unknown {', '.join(unknown)}; allowed: "
+            f"{', '.join(ROWS)} / {', '.join(EVAL_ROWS)}"
+        )
     if args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.tokens < 2 or args.threads < 1:
         raise SystemExit("--steps, --batch, --threads >= 1, --warmup >= 0, --tokens >= 2")
     lengths = [int(n) for n in args.decode_lengths.split(",") if n]
+    memory_lengths = [int(n) for n in args.memory_lengths.split(",") if n]
     import os
 
     import torch
@@ -236,6 +341,8 @@ def main(argv: list[str] | None = None) -> dict:
         },
         "sizes": {"batch": args.batch, "tokens": args.tokens, "base": BASE},
         "train": [],
+        "memory": [],
+        "memory_summary": [],
         "decode": [],
     }
 
@@ -252,6 +359,11 @@ def main(argv: list[str] | None = None) -> dict:
                   f"{row['baseline_step_ms_median']:7.2f} ms: {row['ratio_median']:.2f}x "
                   f"(IQR {row['ratio_iqr'][0]:.2f}-{row['ratio_iqr'][1]:.2f})", flush=True)  # fmt: skip
             save()
+    if memory_lengths:
+        result["memory"], result["memory_summary"] = memory_rows(
+            [*names, *eval_names], memory_lengths, args.memory_repeats, args.threads
+        )
+        save()
     if lengths:
         result["decode"] = decode_rows([n for n in names if n in DECODE_ROWS], lengths)
     result["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]

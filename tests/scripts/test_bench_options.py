@@ -25,7 +25,7 @@ def test_tensor_bytes_counts_a_shared_storage_once():
 
 
 def test_an_unknown_row_is_refused_naming_the_allowed_ones():
-    with pytest.raises(SystemExit, match="--rows: unknown nosuch; allowed: gla"):
+    with pytest.raises(SystemExit, match="--rows / --eval-rows: unknown nosuch; allowed: gla"):
         options.main(["--rows", "nosuch"])
 
 
