@@ -237,16 +237,22 @@ def each(
     items: Iterable, *, desc: str, unit: str, mode: str, label: str = "", cost=None
 ) -> Iterator:
     """``items`` with progress in ``mode``: a tqdm bar, a line per item with the time left
-    (``lines``, after ``[label]`` where given), or nothing (``off``). For loops too long to
+    (``lines``, after ``[label]`` where given), or nothing (``off``); in both of the first a
+    long item says it is still running (``lengen.heartbeat``: a line, or the bar's postfix). For loops too long to
     watch in silence (evaluation at many lengths). ``cost(item)``: the item's relative cost, so
     that the time left weighs what remains (evaluation: the length); default 1 each."""
     items = list(items)
-    if mode == "bar":
+    from lengen.heartbeat import heartbeat
+
+    if mode == "bar":  # the heartbeat as the bar's postfix: a line would tear the bar
         from tqdm import tqdm
 
-        yield from tqdm(items, desc=desc, unit=unit)
+        with tqdm(items, desc=desc, unit=unit) as bar:
+            for item in bar:
+                with heartbeat(f"{unit} {item}", say=bar.set_postfix_str):
+                    yield item
+                bar.set_postfix_str("", refresh=False)  # the next item has not run long
         return
-    from lengen.heartbeat import heartbeat
 
     costs = [cost(item) if cost else 1 for item in items]
     start = time.monotonic()
