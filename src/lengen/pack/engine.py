@@ -29,7 +29,7 @@ from lengen.data.source import IGNORE, mix_seed
 from lengen.errors import ConfigError, Preempted
 from lengen.pack.member import Member
 from lengen.pack.stack import StackedModels
-from lengen.pack.timing import PackTimer, member_timing, print_estimate
+from lengen.pack.timing import PackTimer, check_evaluation_bound, member_timing, print_estimate
 from lengen.packable import PACK_KEY, PACKABLE_KEYS, pack_refusal, pack_signature, step_draws
 from lengen.process import acted_on_signal, install_preemption_handlers, received_signal
 from lengen.rundir import RunDirectory
@@ -64,6 +64,7 @@ def train_pack(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path]) -> li
     for index in todo:  # every member may start (or continue) where it is asked to, or none does
         directories[index].check_start(cfgs[index])
     members = [Member(cfgs[i], directories[i], i) for i in todo]  # builds: checks before writes
+    check_evaluation_bound(members, pack_device(cfgs[0]))  # hours of evaluation unasked: refused
     pack = {"size": len(cfgs), "members": [path.name for path in paths]}
     with contextlib.ExitStack() as owned:
         for member in members:  # each directory locked while the pack runs

@@ -1,6 +1,8 @@
 """A pack's time, as a solo run's: the estimate printed before its first step, the clock of its
 steps, and each member's entry in this machine's calibration (``lengen.estimate``): the pack's
-step recorded once (``train pack``, by its first member), every member's evaluation."""
+step recorded once (``train pack``, by its first member), every member's evaluation. Each
+member's evaluation is bounded by ``LENGEN_MAX_EVAL_HOURS`` as its solo run's
+(``check_evaluation_bound``)."""
 
 from __future__ import annotations
 
@@ -51,6 +53,24 @@ def member_costs(member: Member, device):
     lengths = [data.sequence_length(n) for n in member.lengths]
     evaluation = eval_flops(*sizes, samples, lengths)
     return estimate, step, evaluation, str(cfg.eval.get("decoding") or "teacher_forced")
+
+
+def check_evaluation_bound(members: list[Member], device) -> None:
+    """Refuse (ConfigError, before any member's directory is written) a pack with a member
+    whose evaluation its solo run would refuse (``lengen.estimate_bound``): estimated past
+    ``LENGEN_MAX_EVAL_HOURS`` and past its training, as ``RunTiming.start`` asks, with the
+    member's own steps to come (a pack's step is shared, its evaluations are each member's)."""
+    from lengen.estimate_bound import check_evaluation_time
+
+    for member in members:
+        try:
+            estimate, step, evaluation, protocol = member_costs(member, device)
+            steps = int(member.cfg.trainer.max_steps)  # a resumed member: fewer, so a longer
+            # bound than its solo run's would be; the checkpoint is not read before this check
+            parts = estimate.parts(steps, step, evaluation, protocol, len(member.lengths))
+        except Exception:  # noqa: BLE001 - no estimate: nothing to bound, as a solo run
+            continue
+        check_evaluation_time(member.cfg, parts, steps)
 
 
 def print_estimate(member: Member, device, steps: int, size: int) -> None:
