@@ -69,3 +69,10 @@ def test_a_folder_without_re_evaluations_is_refused_in_one_line_writing_nothing(
     assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
     assert done.stderr.startswith(f"error: {tmp_path / 's'}: no run with eval.py re-evaluations")
     assert not out.exists()
+
+
+def test_the_figure_names_an_arms_keys_by_its_papers_letters():
+    from lengen.plots.extension_arms import short_label
+
+    label = "Self-Extend, pe.self_extend_group=16, pe.self_extend_window=8, pe.x=1"
+    assert short_label(label) == "Self-Extend G=16, W=8, pe.x=1"

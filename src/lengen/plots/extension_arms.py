@@ -42,20 +42,36 @@ def arm_style(method: str) -> tuple[str, str, str]:
     return ARM_STYLES.get(family, ("#777777", ".", "-."))
 
 
+#: an arm's keys as its paper writes them, for short legend labels
+SHORT_KEYS = {"pe.self_extend_group": "G", "pe.self_extend_window": "W", "pe.rerope_window": "w",
+              "pe.rerope_leak": "k", "pe.dca_chunk_size": "s", "pe.dca_local_window": "w"}  # fmt: skip
+
+
+def short_label(method: str) -> str:
+    """ "Self-Extend, pe.self_extend_group=16, pe.self_extend_window=8" -> "Self-Extend G=16,
+    W=8": the method's keys by their papers' letters (other keys kept as written)."""
+    name, *keys = str(method).split(", ")
+    parts = []
+    for item in keys:
+        key, _, value = item.partition("=")
+        parts.append(f"{SHORT_KEYS[key]}={value}" if key in SHORT_KEYS else item)
+    return name + (" " + ", ".join(parts) if parts else "")
+
+
 def plot_extension_arms(panels: dict[str, list[dict]], stem: str | Path, formats=("png", "pdf")):
     """One figure, a panel per task of ``panels`` (task -> ``arms_rows`` of one metric and one
     trained configuration), a line per method in the rows' order -> the paths written."""
     plt = pyplot()
     with plt.rc_context(PAPER_RC):
-        fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 1.6, 3.6),
+        fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.4),
                                  layout="constrained", sharey=True, squeeze=False)  # fmt: skip
         handles = {}
         for ax, (task, rows) in zip(axes[0], panels.items(), strict=True):
             handles |= _panel(ax, task, rows)
         metric = next(iter(panels.values()))[0]["metric"]
         axes[0][0].set_ylabel(f"mean {metric_label(metric)}")
-        fig.legend(handles.values(), handles.keys(), loc="outside right center",
-                   title="method")  # fmt: skip
+        fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncols=3,
+                   title="method", fontsize=8)  # fmt: skip
     return save_figure(fig, stem, formats)
 
 
@@ -76,11 +92,11 @@ def _panel(ax, task: str, rows: list[dict]) -> dict:
             if any(r["n_seeds"] > 1 for r in members):
                 ax.plot(x, floats([r[key] for r in members]), color=colour, linewidth=0.5,
                         linestyle=style, alpha=0.5)  # fmt: skip
-        handles[method] = handle
+        handles[short_label(method)] = handle
     baseline = [r.get("baseline") for r in rows if r.get("baseline") is not None]
     if baseline:
         line = ax.axhline(max(baseline), color="grey", linestyle=(0, (4, 2)), linewidth=1)
-        handles["trivial baseline"] = line
+        handles["trivial baseline (highest of the panel)"] = line
     length_axis(ax, lengths, rows[0]["train_len"])
     seeds = sorted({r["n_seeds"] for r in rows})
     ax.set_title(f"{task} · n = {'/'.join(str(n) for n in seeds)} seed(s)")
