@@ -3,14 +3,16 @@
 Writes ``results.<tag>.json`` and ``extrapolation.<tag>.png`` beside the run's results; nothing
 already there is overwritten. Arguments are key=value: ``run=`` (required), ``tag=`` (default:
 eval-<date>-<time>), and overrides of the run's evaluation (``eval.*``) or of its encoding's
-length extension (``pe.scaling=yarn pe.scaling_factor=4``). Exit 0 done, 2 bad input, 5 out
-of memory, 130 Ctrl-C. See ``lengen.reeval`` and docs/analysis.md.
+length extension (``pe.scaling=yarn pe.scaling_factor=4``). Exit 0 done, 2 bad input, 4 the
+results could not be written (a full disk), 5 out of memory, 130 Ctrl-C. See ``lengen.reeval``
+and docs/analysis.md.
 """
 
 import sys
 
 from lengen.caches import use_lengen_caches
 from lengen.checks import ConfigError, EvaluationOutOfMemory
+from lengen.errors import ResultsWriteError
 
 use_lengen_caches()  # before anything imports matplotlib or torch (docs/scaling.md)
 
@@ -26,9 +28,10 @@ if __name__ == "__main__":
 
     try:
         evaluate_run(sys.argv[1:])
-    except (ConfigError, EvaluationOutOfMemory) as error:
+    except (ConfigError, EvaluationOutOfMemory, ResultsWriteError) as error:
         print(f"error: {error}", file=sys.stderr)
-        sys.exit(2 if isinstance(error, ConfigError) else 5)
+        statuses = ((ConfigError, 2), (ResultsWriteError, 4), (EvaluationOutOfMemory, 5))
+        sys.exit(next(status for kind, status in statuses if isinstance(error, kind)))
     except KeyboardInterrupt:  # a results file is written whole (atomically) or not at all
         print("eval.py interrupted by SIGINT (Ctrl-C)", file=sys.stderr)
         sys.exit(130)

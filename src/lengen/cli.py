@@ -16,11 +16,11 @@ listed apart, never counted as runs, and never make the exit status non-zero. A 
 record and line above is per run, a pack's members each counted from their own directories.
 
 Exit statuses: 2 bad input, 3 training diverged, 4 a checkpoint could not be written (the
-previous one is kept), 5 evaluation out of memory, 128 + the signal's number when a signal
-stopped training with a checkpoint (143 for SIGTERM, 138 for SIGUSR1; a local sweep stops too:
-``lengen.rundir.sweep_stop``) or the start-up of a run's processes (``lengen.train.
-watch_start_up``, which exits 2 when they do not all start in time), 130 for Ctrl-C before the
-run starts (nothing written).
+previous one is kept) or the results could not be written (the checkpoint kept), 5 evaluation
+out of memory, 128 + the signal's number when a signal stopped training with a checkpoint
+(143 for SIGTERM, 138 for SIGUSR1; a local sweep stops too: ``lengen.rundir.sweep_stop``) or
+the start-up of a run's processes (``lengen.train.watch_start_up``, which exits 2 when they do
+not all start in time), 130 for Ctrl-C before the run starts (nothing written).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from lengen.errors import (
     ConfigError,
     EvaluationOutOfMemory,
     Preempted,
+    ResultsWriteError,
     TrainingDiverged,
 )
 from lengen.preflight import check_launch, remove_refused_run
@@ -51,6 +52,7 @@ EXIT_STATUS = {
     ConfigError: 2,
     TrainingDiverged: 3,
     CheckpointWriteError: 4,
+    ResultsWriteError: 4,
     EvaluationOutOfMemory: 5,
 }
 ONE_LINE = tuple(EXIT_STATUS)

@@ -1,5 +1,6 @@
 """The errors and outcomes every layer may raise: bad user input, a diverged run, a checkpoint
-that could not be written, an evaluation that does not fit in memory, a preemption.
+or results file that could not be written, an evaluation that does not fit in memory, a
+preemption.
 
 Every message's first line names the user's config key (or the step, or the file) and what is
 allowed; the entry points print it on one line and exit with the status documented in
@@ -22,6 +23,12 @@ class TrainingDiverged(RuntimeError):
 class CheckpointWriteError(RuntimeError):
     """A checkpoint could not be written (full disk, read-only folder); the previous one is
     kept. The message's first line names both."""
+
+
+class ResultsWriteError(RuntimeError):
+    """The results file could not be written (a disk that stays full, a read-only folder)
+    after the evaluation finished; the checkpoint is kept. The message's one line names the
+    file and how to get the results once there is room."""
 
 
 class EvaluationOutOfMemory(RuntimeError):

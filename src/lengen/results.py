@@ -293,6 +293,22 @@ def write_results(path: str | Path, results: dict) -> None:
     atomic_write(path, json.dumps(_strict(results), indent=2, allow_nan=False) + "\n")
 
 
+def unwritten(path: Path, partial: Path, error: OSError, tag: str | None) -> str:
+    """The one line for results that could not be written (a disk that stays full: DF03,
+    UP03) after the evaluation finished: the file, why, what is kept, how to get them."""
+    kept = [
+        f"the measured rows in {partial.name}" if partial.is_file() else "",
+        "checkpoints/last.ckpt" if (path.parent / "checkpoints" / "last.ckpt").is_file() else "",
+    ]
+    kept_text = f" (kept: {' and '.join(k for k in kept if k)})" if any(kept) else ""
+    again = "the same eval.py command" if tag else "resume=true with the same hydra.run.dir"
+    return (
+        f"{path} could not be written ({error.strerror or error}): the evaluation finished, "
+        f"its results are not saved{kept_text}; allowed: free space on the disk (or make the "
+        f"folder writable), then {again} evaluates it again"
+    )
+
+
 def _strict(value):
     """Non-finite floats (an overflowing perplexity, a diverged loss) as null, so results.json
     stays strict JSON that every parser reads (json.dumps would write Infinity / NaN)."""

@@ -351,6 +351,7 @@ def evaluate_and_write(
 ) -> dict:
     """Evaluate at every length, then write the plot and results (``results.json``, or
     ``results.<tag>.json`` for eval.py); print the table."""
+    from lengen.errors import ResultsWriteError
     from lengen.evaluation import evaluate
     from lengen.plots import plot_extrapolation
     from lengen.plots.common import figure_output
@@ -360,6 +361,7 @@ def evaluate_and_write(
         format_ratios,
         format_table,
         learning_message,
+        unwritten,
         write_results,
     )
 
@@ -402,7 +404,10 @@ def evaluate_and_write(
         draw(plot_path.name, plot_extrapolation, results, plot_path, **figure_output(cfg.eval))
     if figure_notes:
         results["warnings"] = [*results.get("warnings", []), *figure_notes]
-    write_results(results_path, results)  # last: its presence means the run finished
+    try:  # last: its presence means the run finished
+        write_results(results_path, results)
+    except OSError as error:  # a disk that stays full (DF03): one line and exit 4, no traceback
+        raise ResultsWriteError(unwritten(results_path, partial, error, tag)) from None
     partial.unlink(missing_ok=True)
     print(f"\n{label} · {data.training_summary()}\n{format_table(rows)}")
     if rows:  # how far it extrapolates, in one number per threshold (ρ_τ)

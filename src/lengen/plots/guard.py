@@ -45,5 +45,6 @@ def draw(name: str, plot: Callable[..., list[Path]], *args, **kwargs) -> list[Pa
     except Exception as error:  # noqa: BLE001 - a figure is optional; the measurements are not
         note = f"figure {name} not written ({type(error).__name__}: {error})"
         notes.append(note)
-        print(f"note: {note}; the results are written", file=sys.stderr)
+        # not "the results are written": a disk that stays full fails them next (DF03)
+        print(f"note: {note}; the run goes on without it", file=sys.stderr)
         return []
