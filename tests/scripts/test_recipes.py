@@ -43,8 +43,9 @@ RECIPES = {
     "ablate_mcgill_nope.sh": ("mcgill_nope_ablation", 24),
     # issue #49: 7 arms x 3 seeds on flip-flop and on A5, not run yet
     "reproduce_encoding_or_recurrence.sh": (None, 42),
-    # issue #48 item 3: RoPE on passkey and niah_multikey x 3 seeds, then eval.py per arm; not run
-    "reproduce_extension_arms.sh": (None, 6),
+    # issue #48: RoPE on passkey and niah_multikey x 3 seeds, then eval.py per arm and DroPE
+    # (under drope/, not a job of the sweep); committed: passkey seed 0 (SEEDS=0)
+    "reproduce_extension_arms.sh": ("extension_arms", 6),
 }
 #: keys that say how or where a run runs, never what it trains (lengen.identity)
 HOW = ("resume", "trainer.enable_progress_bar")
