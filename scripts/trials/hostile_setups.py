@@ -74,6 +74,14 @@ r=$(ls -d nsw_bad/*_rnope_*); damage $r/results.json exact_match Infinity; damag
     "trainer.enable_progress_bar=false hydra.sweep.dir=$FX/sweep_sw8 > sw8.out 2>&1\n"
     "r=$(ls -d sweep_sw8/*alibi*seed1*); echo '{broken' > $r/results.json",
     "e13c": "test -f .built-fin && cp -a fin e13c && touch e13c/.results.x.reserved",
+    "afile": "echo 'a file' > afile",
+    # read-only folders: each bind-mounted onto itself, then remounted read-only (as root; the
+    # trial's `mount -o remount,ro,bind`); `umount` them when done (the harness does not)
+    "ro": """mkdir -p romnt/cache romnt/.cache rodir rosweep
+test -f .built-nsweep && test -f .built-fin
+cp -a nsweep sweep_ro && cp -a $(ls -d nsweep/*_fox_*) ro_fox && cp -a fin ro_run
+for d in romnt rodir rosweep sweep_ro ro_fox ro_run; do mount --bind $d $d && mount -o remount,ro,bind $d; done
+""",
     "interrupted": INTERRUPTED,
     "rs06": "test -f .built-interrupted && cp -a interrupted rs06 && rm rs06/config.yaml",
     "rs09": "test -f .built-interrupted && cp -a interrupted rs09 && : > rs09/config.yaml",
@@ -98,6 +106,8 @@ class Setup:
     skip: str = ""  # why the case cannot be re-run here
 
 
+#: the read-only folders and what they copy
+RO = ("nsweep", "fin", "ro")
 #: the start of a case's argv: train.py with the trial's $FAST options
 FAST_WORDS = ("$P", "$REPO/train.py", "debug=fast", "eval.lengths=[8,16]")
 
@@ -232,6 +242,13 @@ SETUPS = {
         "echo '{}' > userdir/data_card.json"
     ),
     "AG01": Setup(prep="mkdir -p empty"),
+    "H02": Setup(fixtures=("afile",), env={"LENGEN_CACHE_DIR": "<tmp>/adv/fx/afile"}),
+    "H03": Setup(fixtures=("afile", "small"), env={"LENGEN_CACHE_DIR": "<tmp>/adv/fx/afile"}),
+    "H05": Setup(fixtures=RO, env={"LENGEN_CACHE_DIR": "<tmp>/adv/fx/romnt/cache"}),
+    "H01": Setup(fixtures=RO, env={"HOME": "<tmp>/adv/fx/romnt"}),
+    **{i: Setup(fixtures=("afile",)) for i in ("D01", "Q04", "E15", "AG08", "DC08", "AN11")},
+    **{i: Setup(fixtures=(*RO, "small")) for i in ("H04", "D08", "AG12", "PL07", "E09", "D09")},
+    **{i: Setup(fixtures=RO) for i in ("SN15", "G14", "UP02", "UP02b", "UP02c")},
     # --config-dir relative to the checkout, where the trial ran it; a case runs elsewhere
     "B02": Setup(argv=("$P", "$REPO/train.py", "data.len=-3", "--config-dir=$REPO/configs")),
     "B03": Setup(argv=("$P", "$REPO/train.py", "pe=ropee", "-cd", "$REPO/configs")),
