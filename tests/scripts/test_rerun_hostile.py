@@ -105,3 +105,10 @@ def test_a_case_that_cannot_be_rebuilt_is_not_run(harness, tmp_path: Path, monke
     case = harness.parse_cases("## All cases\n" + HEADER + row("A1", "train.py"))[0]
     record = harness.run_case(case, str(tmp_path), "/repo", "/py", 10)
     assert record["status"] == "not re-run: needs a cgroup" and not any(tmp_path.iterdir())
+
+
+def test_exact_words_get_the_interpreter_and_the_checkout_filled_in(harness):
+    words = harness.exact_words(
+        ("$P", "$REPO/train.py", "a=<tmp>/x", "b=[{pe: rope}]"), "/s", "/r", "/py"
+    )
+    assert words == ["/py", "/r/train.py", "a=/s/x", "b=[{pe: rope}]"]
