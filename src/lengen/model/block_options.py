@@ -160,7 +160,17 @@ def extra_key_attention(
     width = v.shape[-1]  # hd; the recorder's one-hot values have another width
     v_wide = torch.cat([values.expand(batch, -1, -1, -1), v], 2)  # (B, H, E + Tk, width)
     v_wide = F.pad(v_wide, (0, max(0, head_dim + pad - width)))  # (B, H, E + Tk, ≥ hd + pad)
-    if causal:
+    if causal and q_len == k.shape[2]:
+        # a full causal pass: E zero queries put in front make the widened problem square, so
+        # SDPA's own causal mask (top-left) lets row E + i see the E columns and keys 0 … i, and
+        # its fused kernel needs no (Tq, E + Tk) mask: memory stays linear in the length (an
+        # explicit mask, made float inside SDPA, was 5x RoPE's peak at 8,192 tokens)
+        front = q_wide.new_zeros(batch, heads, extra_k.shape[2], q_wide.shape[-1])
+        y = F.scaled_dot_product_attention(
+            torch.cat([front, q_wide], 2), k_wide, v_wide, dropout_p=dropout_p, scale=scale,
+            is_causal=True,
+        )[:, :, extra_k.shape[2] :]  # fmt: skip
+    elif causal:  # fewer queries than keys (cached decoding): a small (Tq, E + Tk) mask
         y = _sdpa_causal_offset(q_wide, k_wide, v_wide, dropout_p, scale)
     else:
         y = F.scaled_dot_product_attention(q_wide, k_wide, v_wide, dropout_p=dropout_p,
