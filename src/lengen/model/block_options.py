@@ -38,9 +38,14 @@ from torch import Tensor, nn
 
 from lengen.model.block_config import AttentionOptions, logit_option
 from lengen.model.blocked import _sdpa_causal_offset
-from lengen.model.kernels import MAX_BIAS_ELEMENTS, scaled_query_and_kernel
+from lengen.model.kernels import scaled_query_and_kernel
 from lengen.pe.base import PositionalEncoding
 from lengen.pe.config.logits import plain_logits_refusal
+
+#: Largest block of logits the math path forms at once (B × H × queries × keys): 4M fp32 =
+#: 16 MiB, as FoX's and the extension arms'; with 16M (the bias kernels' ``MAX_BIAS_ELEMENTS``)
+#: sigmoid attention's peak at 8,192 tokens was 4x RoPE's (scripts/bench_options.py)
+MATH_SCORE_ELEMENTS = 1 << 22
 
 #: the std of Gu et al.'s key and value biases at initialisation (``model_kv_bias.py``)
 KV_BIAS_STD = 0.02
@@ -191,7 +196,7 @@ def math_attention(
     scale: float,
     sigmoid: bool,
     dropout_p: float = 0.0,
-    max_elements: int = MAX_BIAS_ELEMENTS,
+    max_elements: int = MATH_SCORE_ELEMENTS,
 ) -> Tensor:
     """The logits formed one block of queries at a time (the encoding's bias, the causal mask
     and a local window by index, the extra columns), then softmax over them, or sigmoid(l −
@@ -202,7 +207,9 @@ def math_attention(
     key_index = torch.arange(k_len, device=q.device)  # (Tk,)
     work = torch.promote_types(q.dtype, torch.float32)  # fp32 at least, fp64 where given
     k, v = k.to(work), v.to(work)
-    outputs = []
+    # one output written block by block: per-block outputs kept in a list would sit between the
+    # freed score blocks and keep them resident (as for FoX, docs/benchmarks.md)
+    output = q.new_empty(batch, heads, q_len, v.shape[-1])  # (B, H, Tq, hd)
     for start in range(0, q_len, block):
         stop = min(start + block, q_len)
         q_block = q[:, :, start:stop].to(work)  # (B, H, c, hd)
@@ -215,12 +222,14 @@ def math_attention(
             logits = logits.masked_fill(~seen, float("-inf"))
         if sigmoid:  # −log n per query: n_i keys seen, so the output at i ignores later keys
             count = seen.sum(-1) if seen is not None else torch.full_like(query_index, k_len)
-            weights = torch.sigmoid(logits - count.float().log()[:, None])  # (B, H, c, Tk)
+            # in place (autograd keeps sigmoid's output, which it needs): one block-sized
+            # tensor instead of three at a time
+            weights = logits.sub_(count.float().log()[:, None]).sigmoid_()  # (B, H, c, Tk)
             y = F.dropout(weights, dropout_p, training=dropout_p > 0) @ v
         else:
             y = _softmax_with_extra(logits, q_block, v, extra, scale, dropout_p)
-        outputs.append(y.to(q.dtype))  # (B, H, c, hd)
-    return torch.cat(outputs, 2)  # (B, H, Tq, hd)
+        output[:, :, start:stop] = y.to(q.dtype)  # (B, H, c, hd)
+    return output
 
 
 def _softmax_with_extra(logits, q_block, v, extra, scale, dropout_p):
