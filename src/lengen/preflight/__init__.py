@@ -49,6 +49,7 @@ from lengen.preflight.components import check_by_building, check_components
 from lengen.preflight.hydra_private import composing
 from lengen.preflight.launch import (
     _NEW_RUN_FOLDER,
+    DEFAULT_RUNS_FOLDER,
     NODE_VARIABLES,
     _first_missing,
     _submitit,
@@ -195,6 +196,7 @@ def precheck(arguments: Sequence[str]) -> int | None:
     check_pack_sweep(command, values.get("hydra.sweeper.pack"), skipping, cluster)
     if not sweeping:
         _NEW_RUN_FOLDER["path"] = _first_missing(run_dir) if run_dir is not None else "default"
+        _NEW_RUN_FOLDER["parent"] = _first_missing(str(DEFAULT_RUNS_FOLDER)) if run_dir is None else None
     # the other ranks of a multi-process run re-run this command into rank 0's directory
     if configs and run_dir is not None and not sweeping and is_rank_zero():
         directory = RunDirectory(run_dir)

@@ -5,6 +5,7 @@ Hydra created for a run refused only after it wrote (``remove_refused_run``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,8 +21,13 @@ from lengen.rundir import LOCK, RunDirectory
 
 # -- a refusal after Hydra wrote: undone ------------------------------------------------------------
 #: the top folder a single run's directory creates (nothing was there when precheck looked),
-#: or "default" (the default directory, new by its nonce); None: it existed
-_NEW_RUN_FOLDER: dict[str, Path | str | None] = {"path": None}
+#: or "default" (the default directory, new by its nonce); None: it existed. ``parent``: with
+#: the default directory, the first of its parent folders that was missing (a fresh working
+#: directory has no results/runs/), or None
+_NEW_RUN_FOLDER: dict[str, Path | str | None] = {"path": None, "parent": None}
+#: where configs/hydra/default.yaml's hydra.run.dir puts a single run (tests/test_preflight.py
+#: reads the yaml to check it)
+DEFAULT_RUNS_FOLDER = Path("results") / "runs"
 
 
 def _first_missing(path: str) -> Path | None:
@@ -44,12 +50,21 @@ def remove_refused_run(output_dir: str | Path) -> None:
     output_dir = Path(output_dir).absolute()
     new = _NEW_RUN_FOLDER["path"]
     top = output_dir if new == "default" else new
+    parent = _NEW_RUN_FOLDER["parent"] if new == "default" else None
     if not isinstance(top, Path) or not top.is_dir() or not output_dir.is_relative_to(top):
         return
     RunDirectory.release_all()
     if RunDirectory(output_dir).in_use():  # another process started there meanwhile
         return
     shutil.rmtree(top, ignore_errors=True)
+    if isinstance(parent, Path) and output_dir.is_relative_to(parent.absolute()):
+        # results/runs/ (and results/) that this command made for the default directory: removed
+        # while empty only, so a run another command started there meanwhile stays
+        for folder in output_dir.parents:
+            if not folder.is_relative_to(parent.absolute()):
+                break
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 # -- where the run writes, and how its processes start -------------------------------------------
