@@ -83,6 +83,20 @@ def test_the_report_of_a_stopped_sweep_lists_its_runs_and_exits_128_plus_the_sig
     )
 
 
+def test_a_stopped_sweeps_report_does_not_send_the_user_to_aggregate(tmp_path):
+    """A stopped sweep is continued first (resume=auto), not aggregated half done (trial
+    SW2, SN21: "next: aggregate.py …" after a SIGTERM)."""
+    from lengen.rundir.sweep_stop import mark_stopped
+
+    records = tmp_path / ".jobs"
+    records.mkdir()
+    entry = {"run_dir": str(tmp_path / "a"), "outcome": "interrupted: by SIGTERM at step 3"}
+    (records / "0.json").write_text(json.dumps(entry))
+    mark_stopped(tmp_path, signal.SIGTERM)
+    status, out, err = report(tmp_path)
+    assert status == 143 and "aggregate.py" not in out + err
+
+
 def sweep(sweep_dir, *arguments: str) -> subprocess.Popen:
     command = [
         sys.executable, str(ROOT / "train.py"), "-m", "debug=fast", "eval.lengths=[8]",

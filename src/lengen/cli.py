@@ -446,9 +446,12 @@ class SweepReport(Callback):
                 f"(hydra.sweeper.skip_invalid=true; nothing written for them):"
             )
             lines += [f"  {s['overrides']}: {s['reason']}" for s in skipped]
-        lines.append(
-            f"next: python scripts/aggregate.py {sweep_dir} && python scripts/plot.py {sweep_dir}"
-        )
+        signum = stopped_by(sweep_dir)  # the runs it stopped kept their checkpoints
+        if not signum:  # a stopped sweep is continued first (its line below), not aggregated
+            lines.append(
+                f"next: python scripts/aggregate.py {sweep_dir} && python scripts/plot.py "
+                f"{sweep_dir}"
+            )
         print("\n".join(lines))
         bad = [(name, kind, detail) for name, kind, detail in outcomes if kind in self.UNFINISHED]
         if not outcomes:
@@ -461,7 +464,7 @@ class SweepReport(Callback):
                 f"  {name}: {kind}: {(detail or '?').splitlines()[0]}" for name, kind, detail in bad
             ]
             print("\n".join(lines), file=sys.stderr)
-        if signum := stopped_by(sweep_dir):  # the runs it stopped kept their checkpoints
+        if signum:
             print(
                 f"sweep: stopped by {signal.Signals(signum).name}; continue it with the same "
                 f"command and resume=auto",
