@@ -27,12 +27,13 @@ tasks=${TASKS:-"passkey niah_multikey"}
 seeds=${SEEDS:-0,1,2}
 drope_steps=${DROPE_STEPS:-2000}
 status=0  # a run or an evaluation that fails is reported; the others and the tables go on
-# tag -> the arm's overrides, sized so that no relative position at 8x (128 tokens) leaves the
-# range training saw (0 ... 15, training length L = 16): PI, NTK and YaRN at s = 8 (127/8 < 16);
-# Self-Extend W = 8, G = 16 (farthest: floor(127/16) + W - floor(W/G) = 7 + 8 = 15; G = 8 would
-# reach 23); ReRoPE w = 8 (every rectified position is 8); Leaky ReRoPE w = 8, k = 16 (the
-# reference's k; farthest 8 + 119/16 = 15.4); DCA its defaults for L = 16 (chunk s = 3L//4 = 12,
-# local window max(1, L//16) = 1: positions <= 12)
+# tag -> the arm's overrides, sized so that no relative position at 8x leaves the range training
+# saw: an instance of 16 input symbols takes 22 positions with its answer on passkey (19 on
+# niah_multikey), one of 128 takes 134 (131). PI, NTK and YaRN at s = 8 (133/8 = 16.6);
+# Self-Extend W = 8, G = 16 (farthest: floor(133/16) + W - floor(W/G) = 16; G = 8 would reach
+# 23); ReRoPE w = 8 (every rectified position is 8); Leaky ReRoPE w = 8, k = 16 (bojone/rerope
+# leaky_rerope_patch.py's scaling_factor; farthest 8 + 125/16 = 15.8); DCA its defaults (chunk
+# 3L//4 = 16 and local window 1 for L = 22 positions; 14 and 1 for 19)
 arms=(
     "pi8|pe.scaling=pi pe.scaling_factor=8"
     "ntk8|pe.scaling=ntk pe.scaling_factor=8"
