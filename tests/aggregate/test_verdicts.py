@@ -77,6 +77,24 @@ def test_without_a_criterion_the_learned_flag_decides(tmp_path):
     assert arms == {"rope": 2, "alibi": 0}
 
 
+def test_one_seed_that_reached_it_is_no_test_under_two_of_three(tmp_path):
+    arm(tmp_path, "rope", [True])
+    arm(tmp_path, "alibi", [True])
+    verdict = only_verdict(aggregate(tmp_path))
+    assert (verdict["class"], verdict["reason"]) == (
+        NOT_A_TEST,
+        "rope 1 of 1, alibi 1 of 1 seeds reached the in-distribution criterion (a test needs 2 of 3)"
+        if verdict["reason"].startswith("rope")
+        else "alibi 1 of 1, rope 1 of 1 seeds reached the in-distribution criterion (a test needs 2 of 3)",
+    )
+
+
+def test_one_seed_makes_a_test_when_the_rule_asks_for_one(tmp_path):
+    arm(tmp_path, "rope", [True])
+    arm(tmp_path, "alibi", [True])
+    assert only_verdict(aggregate(tmp_path, test_rule="1/1"))["class"] == A_TEST
+
+
 def test_the_rule_is_configurable_in_the_api(tmp_path):
     arm(tmp_path, "rope", [True, True, False])
     arm(tmp_path, "alibi", [True, True, True])

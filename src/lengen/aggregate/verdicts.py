@@ -9,8 +9,8 @@ the in-distribution criterion* when its results.json says ``criterion.reached: t
 trained without a criterion counts when it learned by aggregation's rule (per-token accuracy at
 the training length ≥ ``--min-accuracy``); a run with neither (language modelling) cannot be
 checked and counts as reaching it, as the ranking counts it (docs/analysis.md, *Not learned*).
-An arm learned when at least K of every N of its seeds reached it (``--test-rule K/N``, default
-2/3); the comparison is **a test** when it has two arms or more and every arm learned, otherwise
+An arm learned when at least K of every N of its seeds reached it, and at least K seeds did
+(``--test-rule K/N``, default 2/3: one seed is not enough); the comparison is **a test** when it has two arms or more and every arm learned, otherwise
 **not a test**, with the arms that did not learn and in how many seeds. No torch here.
 """
 
@@ -65,10 +65,12 @@ def run_reached(run: RunRecord) -> bool | None:
 
 
 def arm_learned(n_reached: int, n_checked: int, rule: tuple[int, int]) -> bool:
-    """K of every N: ``n_reached / n_checked ≥ K / N`` (2 of 3, 4 of 5 with the default); an arm
-    none of whose runs could be checked passes (nothing it could have failed)."""
+    """K of every N: ``n_reached / n_checked ≥ K / N`` (2 of 3, 4 of 5 with the default), and at
+    least K seeds that reached it: one seed of one is no seed range, so under 2/3 it does not
+    make a test (``--test-rule 1/1`` asks for one); an arm none of whose runs could be checked
+    passes (nothing it could have failed)."""
     reached, of = rule
-    return n_checked == 0 or n_reached * of >= reached * n_checked
+    return n_checked == 0 or (n_reached * of >= reached * n_checked and n_reached >= reached)
 
 
 def trained_runs(runs: list[RunRecord]) -> list[RunRecord]:
@@ -185,8 +187,8 @@ def verdict_section(verdicts: list[dict], rule: tuple[int, int]) -> list[str]:
         f"A comparison (task · model · train_len) is **{A_TEST}** when it has two arms or more "
         f"and every arm reached the in-distribution criterion (results.json's "
         f"`criterion.reached`; without a criterion, per-token accuracy at the training length "
-        f"≥ the not-learned threshold) in at least {reached} of {of} of its seeds "
-        f"(`--test-rule {reached}/{of}`); otherwise **{NOT_A_TEST}**: the arms that did not "
+        f"≥ the not-learned threshold) in at least {reached} of {of} of its seeds, and in "
+        f"{reached} seeds at least (`--test-rule {reached}/{of}`); otherwise **{NOT_A_TEST}**: the arms that did not "
         "learn cannot show how far their encoding extrapolates. Per comparison in "
         "`verdicts.json`; per row `comparison` and `n_reached` in summary.csv.",
         "",
