@@ -19,6 +19,8 @@ sequences). Unrounded means are thresholded, not the 4 digits results.json keeps
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from lengen.data.source import mix_seed
@@ -64,6 +66,31 @@ def _rounded(values):
     return None if values is None else round(float(values), DIGITS)
 
 
+@contextlib.contextmanager
+def diagnostic_pass(model, data):
+    """A diagnostic's passes (this module's, ``lengen.evaluation.remembrance``'s): the model in
+    eval mode, the run's random state forked so that nothing after them changes, and
+    ``seed_length(L)`` giving randomized encodings evaluation's first position draw at length
+    L; the model's mode and the draws restored after -> (device, seed_length)."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    drawing = [m for m in model.modules() if isinstance(m, PositionalEncoding) and m.randomizing]
+
+    def seed_length(length: int) -> None:
+        for pe in drawing:  # the first of evaluation's position draws
+            pe.draw_seed = mix_seed(data.eval_seed, length, 0)
+
+    forks = [device] if device.type == "cuda" else []
+    try:
+        with torch.random.fork_rng(devices=forks):  # the run's random state stays as it was
+            yield device, seed_length
+    finally:
+        for pe in drawing:
+            pe.draw_seed = None
+        model.train(was_training)
+
+
 @torch.no_grad()
 def attention_diagnostics(data, model, lengths: list[int], *, samples: int, evaluated: int):
     """results.json's ``attention_diagnostics`` (docs/analysis.md): per length, per layer, per
@@ -85,55 +112,44 @@ def attention_diagnostics(data, model, lengths: list[int], *, samples: int, eval
     if select is None:
         section["skipped"].append(f"no instances for data of type {type(data).__name__}")
         return section
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    drawing = [m for m in model.modules() if isinstance(m, PositionalEncoding) and m.randomizing]
     widest = 1
-    forks = [device] if device.type == "cuda" else []
-    try:
-        with torch.random.fork_rng(devices=forks):  # the run's random state stays as it was
-            for length in sorted(set(lengths)):
-                for pe in drawing:  # the first of evaluation's position draws
-                    pe.draw_seed = mix_seed(data.eval_seed, length, 0)
-                inputs = {
-                    key: value.to(device)
-                    for key, value in select(data, length, samples, evaluated).items()
+    with diagnostic_pass(model, data) as (device, seed_length):
+        for length in sorted(set(lengths)):
+            seed_length(length)
+            inputs = {
+                key: value.to(device)
+                for key, value in select(data, length, samples, evaluated).items()
+            }
+            looked_at = next(v for k, v in inputs.items() if k != "positions").shape[0]
+            section["samples"] = max(section["samples"], int(looked_at))
+            try:
+                with recording_statistics() as recorded:
+                    model(**inputs)
+            except Exception as error:
+                if not is_out_of_memory(error):
+                    raise
+                section["skipped"].append(f"length {length}: out of memory")
+                continue
+            # a looped stack attends once per loop: its layers' are the last loop's calls
+            last = last_loop(model, recorded, looked_at_tokens(inputs))
+            if len(last) < len(recorded):
+                recorded = last
+                section["skipped"].append(
+                    "looped depth: each layer's statistics are its last loop's (earlier "
+                    "loops unrecorded)"
+                )
+            layers, note = _per_layer(recorded, names)
+            if note:  # the same at every length: said once
+                section["skipped"].append(note)
+            if layers:
+                tokens = max(stats.keys for stats in recorded if not isinstance(stats, str))
+                section["lengths"][str(length)] = {
+                    "tokens": tokens,
+                    "sink_rate": sink_rate(recorded),
+                    "layers": layers,
                 }
-                looked_at = next(v for k, v in inputs.items() if k != "positions").shape[0]
-                section["samples"] = max(section["samples"], int(looked_at))
-                try:
-                    with recording_statistics() as recorded:
-                        model(**inputs)
-                except Exception as error:
-                    if not is_out_of_memory(error):
-                        raise
-                    section["skipped"].append(f"length {length}: out of memory")
-                    continue
-                # a looped stack attends once per loop: its layers' are the last loop's calls
-                last = last_loop(model, recorded, looked_at_tokens(inputs))
-                if len(last) < len(recorded):
-                    recorded = last
-                    section["skipped"].append(
-                        "looped depth: each layer's statistics are its last loop's (earlier "
-                        "loops unrecorded)"
-                    )
-                layers, note = _per_layer(recorded, names)
-                if note:  # the same at every length: said once
-                    section["skipped"].append(note)
-                if layers:
-                    tokens = max(stats.keys for stats in recorded if not isinstance(stats, str))
-                    section["lengths"][str(length)] = {
-                        "tokens": tokens,
-                        "sink_rate": sink_rate(recorded),
-                        "layers": layers,
-                    }
-                    widest = max(widest, *(len(layer["bucket_mass"][0]) for layer in
-                                           layers.values()))  # fmt: skip
-    finally:
-        for pe in drawing:
-            pe.draw_seed = None
-        model.train(was_training)
+                widest = max(widest, *(len(layer["bucket_mass"][0]) for layer in
+                                       layers.values()))  # fmt: skip
     section["buckets"] = bucket_labels(widest)
     section["skipped"] = sorted(set(section["skipped"]), key=section["skipped"].index)
     return section

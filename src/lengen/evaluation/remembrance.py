@@ -77,9 +77,7 @@ def task_contexts(data, length: int, samples: int, evaluated: int) -> dict:
 def remembrance_diagnostic(data, model, lengths: list[int], *, samples: int, evaluated: int):
     """results.json's ``effective_remembrance``: per length, T (the tokens an instance has),
     the starting points t and EffRem_T(t) averaged over the instances looked at."""
-    from lengen.data.source import mix_seed
-    from lengen.evaluation.diagnostics import INPUTS
-    from lengen.pe.base import PositionalEncoding
+    from lengen.evaluation.diagnostics import INPUTS, diagnostic_pass
 
     section = {"distance": "total_variation", "samples": 0, "train_len": data.train_len,
                "lengths": {}, "skipped": []}  # fmt: skip
@@ -87,34 +85,23 @@ def remembrance_diagnostic(data, model, lengths: list[int], *, samples: int, eva
     if select is None or getattr(model, "kind", None) != "decoder":
         section["skipped"].append("EffRem needs a decoder on sequences (tasks or text)")
         return section
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    drawing = [m for m in model.modules() if isinstance(m, PositionalEncoding) and m.randomizing]
-    forks = [device] if device.type == "cuda" else []
-    try:
-        with torch.random.fork_rng(devices=forks):  # the run's random state stays as it was
-            for length in sorted(set(lengths)):
-                for pe in drawing:  # the first of evaluation's position draws
-                    pe.draw_seed = mix_seed(data.eval_seed, length, 0)
-                inputs = select(data, length, samples, evaluated)
-                if set(inputs) - {"tokens"}:  # task positions, grids: no suffix of their own
-                    section["skipped"].append(
-                        f"inputs {sorted(set(inputs) - {'tokens'})}: a suffix has no positions "
-                        f"of its own to take; EffRem looks at token-only sequences"
-                    )
-                    break
-                tokens = inputs["tokens"].to(device)  # (k, T)
-                starts = curve_starts(tokens.shape[1])
-                curve = effective_remembrance(model, tokens, starts).mean(0)  # (len(starts),)
-                section["samples"] = max(section["samples"], int(tokens.shape[0]))
-                section["lengths"][str(length)] = {
-                    "tokens": int(tokens.shape[1]),
-                    "t": starts,
-                    "effrem": [round(float(value), DIGITS) for value in curve],
-                }
-    finally:
-        for pe in drawing:
-            pe.draw_seed = None
-        model.train(was_training)
+    with diagnostic_pass(model, data) as (device, seed_length):
+        for length in sorted(set(lengths)):
+            seed_length(length)
+            inputs = select(data, length, samples, evaluated)
+            if set(inputs) - {"tokens"}:  # task positions, grids: no suffix of their own
+                section["skipped"].append(
+                    f"inputs {sorted(set(inputs) - {'tokens'})}: a suffix has no positions "
+                    f"of its own to take; EffRem looks at token-only sequences"
+                )
+                break
+            tokens = inputs["tokens"].to(device)  # (k, T)
+            starts = curve_starts(tokens.shape[1])
+            curve = effective_remembrance(model, tokens, starts).mean(0)  # (len(starts),)
+            section["samples"] = max(section["samples"], int(tokens.shape[0]))
+            section["lengths"][str(length)] = {
+                "tokens": int(tokens.shape[1]),
+                "t": starts,
+                "effrem": [round(float(value), DIGITS) for value in curve],
+            }
     return section
