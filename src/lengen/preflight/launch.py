@@ -132,6 +132,13 @@ def check_launch(cfg: DictConfig, sweeping: bool, cluster: bool) -> None:
     nodes = cfg.trainer.get("num_nodes", 1)
     started = cluster or any(os.environ.get(v) for v in NODE_VARIABLES)
     if isinstance(nodes, int) and nodes > 1 and not started:
+        if os.environ.get("SLURM_JOB_ID"):  # inside a job (salloc, sbatch) but not srun's task
+            raise ConfigError(
+                f"trainer.num_nodes={nodes}: SLURM_JOB_ID={os.environ['SLURM_JOB_ID']} is set "
+                f"but SLURM_NTASKS is missing, so this command was not started as the job's "
+                f"tasks and nothing starts the other nodes; allowed: srun python train.py … "
+                f"inside the job (one task per device), or trainer.num_nodes=1 here"
+            )
         raise ConfigError(
             f"trainer.num_nodes={nodes}: nothing here starts the other nodes (no SLURM job, "
             f"no torchrun); allowed: trainer.num_nodes=1 here, or a job on several nodes "

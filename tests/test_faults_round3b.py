@@ -1,0 +1,22 @@
+"""Issue #51, the re-run's remarks (docs/trials/rerun-2026-12-01.md, "Remarks on cases counted
+clean"), each fixed with one property here."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import compose_train
+from lengen.errors import ConfigError
+
+
+def test_num_nodes_in_a_slurm_job_without_its_task_count_names_both_variables(monkeypatch):
+    """SL06 without SLURM_NTASKS: SLURM_JOB_ID set (salloc, sbatch's script) is no 'no SLURM
+    job'; the refusal names the variable that is set and the one that is missing."""
+    from lengen.preflight.launch import NODE_VARIABLES, check_launch
+
+    for name in NODE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    cfg = compose_train("trainer.num_nodes=2", "trainer.accelerator=cpu")
+    with pytest.raises(ConfigError, match="SLURM_JOB_ID=4242 is set but SLURM_NTASKS is missing"):
+        check_launch(cfg, sweeping=False, cluster=False)
