@@ -170,13 +170,20 @@ class AttentionStatistics:
     """Per-head sums of the statistics (module docstring) over the query blocks and instances
     of one attention layer; :meth:`means` divides them at the end."""
 
-    def __init__(self, n_heads: int, k_len: int):
+    def __init__(self, n_heads: int, k_len: int, normalized: bool = True):
         self.n_buckets = int(distance_bucket(torch.tensor([max(k_len - 1, 0)]))) + 1
         self.sums = {name: torch.zeros(n_heads, dtype=torch.float64) for name in SCALAR_STATISTICS}
         self.sums["bucket_mass"] = torch.zeros(n_heads, self.n_buckets, dtype=torch.float64)
         self.queries = 0  # queries × instances summed
         self.normalizable = 0  # of those, queries that see more than one key
         self.keys = k_len
+        # Gu et al.'s sink rate thresholds each instance's α (their reference code), so the
+        # first token's weight is also kept per instance: Σ over queries, (B, H), and the
+        # queries per instance. ``normalized`` False (sigmoid attention): the weights are
+        # scored as their proxy A_ij / Σ_j A_ij there, as ``model_attn_sim_infer.py`` does
+        self.normalized = normalized
+        self.first_token: Tensor | None = None
+        self.instance_queries = 0
 
     def add(self, weights: Tensor, query_index: Tensor, seen: Tensor | None) -> None:
         """weights (B, H, c, Tk) of queries at key indices ``query_index`` (c, 1); ``seen``
@@ -201,6 +208,19 @@ class AttentionStatistics:
         self.sums["bucket_mass"] += mass.sum(dim=(0, 2)).double().cpu()  # (H, buckets)
         self.queries += batch * block
         self.normalizable += batch * int(normalizable.sum())
+        first = weights[..., 0].double()  # (B, H, c)
+        if not self.normalized:  # the proxy; query 0 always sees key 0, so Σ_j > 0
+            first = first / weights.double().sum(-1).clamp_min(1e-300)
+        first = first.sum(-1).cpu()  # (B, H)
+        self.first_token = first if self.first_token is None else self.first_token + first
+        self.instance_queries += block
+
+    def first_token_by_instance(self) -> Tensor | None:
+        """Gu et al.'s α_h^l(1) of each instance: the mean over its queries of the weight on
+        the first token (the proxy for unnormalised weights) -> (B, H) float64, or None."""
+        if self.first_token is None or not self.instance_queries:
+            return None
+        return self.first_token / self.instance_queries
 
     def means(self) -> dict[str, list]:
         """{statistic: per head (buckets: per head, per bucket)}, means over queries."""
@@ -234,10 +254,13 @@ def statistics_of_call(
     return statistics
 
 
-def statistics_of_weights(weights: Tensor, pe, causal: bool) -> AttentionStatistics:
-    """The statistics of formed weights (B, H, Tq, Tk), queries the last Tq of the keys."""
+def statistics_of_weights(
+    weights: Tensor, pe, causal: bool, normalized: bool = True
+) -> AttentionStatistics:
+    """The statistics of formed weights (B, H, Tq, Tk), queries the last Tq of the keys;
+    ``normalized`` False for attention without normalisation (sigmoid)."""
     _, n_heads, q_len, k_len = weights.shape
-    statistics = AttentionStatistics(n_heads, k_len)
+    statistics = AttentionStatistics(n_heads, k_len, normalized)
     query_index = query_indices(q_len, k_len, slice(0, q_len), weights.device)  # (Tq, 1)
     statistics.add(weights, query_index, visible(pe, query_index, k_len, causal))
     return statistics
@@ -294,7 +317,8 @@ def _options_statistics(attend_options, q, k, extra, options, kwargs):
     weights = options_weights(attend_options, q, k, extra, options, kwargs)
     if isinstance(weights, str):
         return weights
-    return statistics_of_weights(weights, kwargs.get("pe"), kwargs["causal"])
+    normalized = options.fn != "sigmoid"  # sigmoid attention: no normalisation
+    return statistics_of_weights(weights, kwargs.get("pe"), kwargs["causal"], normalized)
 
 
 def options_weights(attend_options, q, k, extra, options, kwargs) -> Tensor | str:

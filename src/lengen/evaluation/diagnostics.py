@@ -10,11 +10,18 @@ state as it found it (``torch.random.fork_rng``), so no metric changes whether i
 Beside each length's per-head ``sink_mass``, its ``sink_rate`` is Gu et al.'s Sink^ε_1 (ICLR
 2025, arXiv 2410.10781, §3.1) at ε = 0.3: "α_h^l(k) = 1/(T − k + 1) Σ_{i=k}^{T} A_{i,k}^{l,h}",
 the mean weight on token k over the queries that see it, and "Sink_k^ε = 1/L Σ_l 1/H Σ_h
-I(α_h^l(k) > ε)", the fraction of heads whose mean attention to token k exceeds ε. For k = 1
-(the first token, every query sees it) α_h^l is ``sink_mass`` as recorded, so the rate is the
-fraction of recorded heads over every attending layer with ``sink_mass`` > 0.3, α averaged over
-the instances looked at before the threshold (Gu et al. average their metric over 100
-sequences). Unrounded means are thresholded, not the 4 digits results.json keeps.
+I(α_h^l(k) > ε)", the fraction of heads whose mean attention to token k exceeds ε, computed
+as their reference code does (``sail-sg/Attention-Sink`` ``pretrain/eval_sink_pretrain.py``:
+``importance_scores = (attention_scores / ratios).sum(dim=-2)``, then ``(importance_scores >
+epsilon).to(torch.float).mean(dim=(1,2))`` per sequence, averaged over their 100 sequences of
+64 tokens): α and the threshold **per instance**, then the mean over instances. For k = 1
+every query sees the token, so α is the instance's mean weight on it over all queries (query
+0's weight 1 included). Attention without normalisation (``model.attn_fn=sigmoid``) is scored
+on the proxy A_ij / Σ_j A_ij, as their ``lit_gpt/inference/model_attn_sim_infer.py``
+(``attn_weight_normalized``) and Table 6's starred cells do. Until 2026-12-02 lengen
+thresholded α averaged over the instances instead (no paper form: not kept). The rate is of
+the length the diagnostics run at; Gu et al.'s is at 64 tokens (below ~10 tokens a uniform
+head already passes ε: α = H_T / T, docs/analysis.md).
 """
 
 from __future__ import annotations
@@ -156,16 +163,27 @@ def attention_diagnostics(data, model, lengths: list[int], *, samples: int, eval
 
 
 def sink_rate(recorded: list, epsilon: float = SINK_EPSILON) -> float | None:
-    """Gu et al.'s Sink^ε_1 (module docstring): the fraction of the recorded (layer, head)
-    pairs whose mean weight on the first token exceeds ``epsilon``; None without any."""
-    heads = [
-        value
-        for stats in recorded
-        if not isinstance(stats, str)
-        for value in stats.means()["sink_mass"]
-        if value is not None
-    ]
-    return _rounded(sum(value > epsilon for value in heads) / len(heads)) if heads else None
+    """Gu et al.'s Sink^ε_1 as their reference code computes it (module docstring): per
+    instance, 1/L Σ_l 1/H Σ_h I(α_h^l > ``epsilon``) over the recorded layers, then the mean
+    over instances; None without any."""
+    alphas = [stats.first_token_by_instance() for stats in recorded if not isinstance(stats, str)]
+    alphas = [alpha for alpha in alphas if alpha is not None]  # each (B, H)
+    if not alphas:
+        return None
+    per_layer = torch.stack([(alpha > epsilon).double().mean(-1) for alpha in alphas])  # (L, B)
+    return _rounded(per_layer.mean(0).mean())
+
+
+def uniform_first_token_alpha(length: int) -> float:
+    """α of uniform causal attention over ``length`` tokens: query i gives 1/(i + 1) to the
+    first token, so α = H_T / T (H_T the harmonic number) — the trivial baseline."""
+    return sum(1 / (i + 1) for i in range(length)) / length
+
+
+def uniform_sink_rate(length: int, epsilon: float = SINK_EPSILON) -> float:
+    """The sink rate uniform causal attention would give at ``length`` tokens: 0 at Gu et
+    al.'s 64 (α = 0.074), 1 up to 9 tokens (α(9) = 0.314 > 0.3)."""
+    return float(uniform_first_token_alpha(length) > epsilon)
 
 
 def looked_at_tokens(inputs: dict) -> int:
