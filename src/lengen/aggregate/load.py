@@ -173,6 +173,28 @@ def value_problems(results: dict, name: str) -> list[str]:
     return problems
 
 
+def config_problems(config: dict, results: dict, name: str) -> list[str]:
+    """Where config.yaml does not say what ``results`` records of the run (``DESCRIBED``: its
+    encoding, task, model, training length and seed, written from the same config by
+    ``lengen.results``): a file cut short that still parses (AN03: 40 bytes, ``pe:
+    randomized: false``, aggregated as a configuration of its own) or another run's. Keys that
+    ``results`` leaves null or out are not asked for (tests and old runs write fewer)."""
+    flat = flatten(config)
+    recorded = {
+        key: results[field] for field, key in DESCRIBED.items() if results.get(field) is not None
+    }
+    missing = [key for key in recorded if key not in flat]
+    problems = [
+        f"{CONFIG_NAME} has no {', '.join(missing)}, which {name} records (cut short?)"
+    ] if missing else []  # fmt: skip
+    problems += [
+        f"{CONFIG_NAME}'s {key}={flat[key]} but {name} records {value}"
+        for key, value in recorded.items()
+        if key in flat and flat[key] != value
+    ]
+    return problems
+
+
 def read_run(run: RunRecord, tag: str | None, min_accuracy: float) -> RunRecord:
     """Read ``run``'s config and results; a run that cannot be used fails with the reason (a
     sweep with broken runs still aggregates; the reasons go to failed.csv)."""
@@ -195,6 +217,8 @@ def read_run(run: RunRecord, tag: str | None, min_accuracy: float) -> RunRecord:
     if not results["eval"]:
         return run.fail(f"{name} has no evaluation rows")
     if problems := value_problems(results, name):
+        return run.fail("; ".join(problems[:3]))
+    if problems := config_problems(run.config, results, name):
         return run.fail("; ".join(problems[:3]))
     run.results = {**results, "eval": sort_rows(results["eval"])}
     trained = run.results  # whether a model learned is a fact of its training run's results
