@@ -145,12 +145,14 @@ def train_pack_main(cfg: DictConfig, hydra: DictConfig, members: list[dict]) -> 
     done_before = [directory.results.is_file() for directory in directories]
     try:
         configs = member_configs(cfg, members)
-        train_pack(configs, paths)
+        results = train_pack(configs, paths)
         outcomes = []
-        for path, before in zip(paths, done_before, strict=True):
+        for path, before, result in zip(paths, done_before, results, strict=True):
             state, detail = run_state(path)
             if state == "finished":
                 outcomes.append("finished earlier" if before else "trained")
+            elif isinstance(result, dict) and result.get("error"):  # its own line (a full disk)
+                outcomes.append(f"failed: {result['error']}")
             else:
                 outcomes.append(f"failed: {detail or 'no results'}")
         return outcomes
@@ -173,7 +175,12 @@ def train_pack_main(cfg: DictConfig, hydra: DictConfig, members: list[dict]) -> 
         else:
             traceback.print_exc()
             said = f"failed: {type(error).__name__}: {error}"
-        return [said] * len(members)
+        # a member that finished before the fault keeps its results and says so
+        return [
+            "trained" if directory.results.is_file() and not before else
+            "finished earlier" if directory.results.is_file() else said
+            for directory, before in zip(directories, done_before, strict=True)
+        ]  # fmt: skip
     finally:
         RunDirectory.release_all()
 

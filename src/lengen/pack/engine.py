@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 
 from lengen.data.source import IGNORE, mix_seed
-from lengen.errors import ConfigError, Preempted
+from lengen.errors import CheckpointWriteError, ConfigError, Preempted, ResultsWriteError
 from lengen.pack.member import Member
 from lengen.pack.stack import StackedModels
 from lengen.pack.timing import PackTimer, check_evaluation_bound, member_timing, print_estimate
@@ -368,13 +368,20 @@ class PackRun:
         finishing = [i for i in staying if active[i].reached or done >= self.max_steps]
         due = self.save_every and done % self.save_every == 0
         saving = staying if (due or signum) else finishing
+        unsaved = []  # a member whose checkpoint cannot be written leaves; the others go on
         for i in saving:
             if not validating:
                 stacked.load_member(i, active[i].model)
             state = active[i].checkpoint(
                 done, stacked.member_optimizer_state(i), stacked.member_schedule_state(i)
             )
-            active[i].save(state)
+            try:
+                active[i].save(state)
+            except (CheckpointWriteError, OSError) as error:  # full disk: the CSV log too
+                self.leave(active[i], error)
+                unsaved.append(i)
+        staying = [i for i in staying if i not in unsaved]
+        finishing = [i for i in finishing if i not in unsaved]
         if signum:
             acted_on_signal()
             raise Preempted(
@@ -382,7 +389,7 @@ class PackRun:
             )
         for i in finishing:
             self.finish(active[i], done, size)
-        gone = set(leaving) | set(finishing)
+        gone = set(leaving) | set(finishing) | set(unsaved)
         if gone:
             keep = [i for i in range(len(active)) if i not in gone]
             if keep:
@@ -419,4 +426,26 @@ class PackRun:
         pack = {**self.pack, "index": member.index}
         first = member is self.members[0]
         timing = member_timing(member, self.device, self.timer, size, first, self.started)
-        self.outcomes[member.index] = member.finish(step, self.device, pack, timing)
+        try:
+            self.outcomes[member.index] = member.finish(step, self.device, pack, timing)
+        except (ResultsWriteError, OSError) as error:  # its disk full: the others still finish
+            self.leave(member, error)
+
+    def leave(self, member: Member, error: BaseException) -> None:
+        """A member whose own files cannot be written (a full disk, a read-only folder) leaves
+        the pack as a failed run, said in one line and in its failed.json where that can be
+        written (its last checkpoint kept, so ``resume=auto`` continues it); the other members
+        train and finish: their results are not lost with it."""
+        if isinstance(error, OSError):  # a log or figure written outside the usual guards
+            error = CheckpointWriteError(
+                f"writing into {member.directory.path} failed ({error.strerror or error}); "
+                f"allowed: free the disk (or make it writable), then resume=auto with the same "
+                f"sweep"
+            )
+        line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        member.directory.record_failure(error)
+        if member.logger:
+            with contextlib.suppress(Exception):
+                member.logger.finalize("failed")
+        print(f"[{member.directory.path.name}] error: {line}", flush=True)
+        self.outcomes[member.index] = {"error": line, "type": type(error).__name__}

@@ -1,0 +1,73 @@
+"""A full disk inside a pack (issue #51, round 3b item 2): only the member whose own write
+fails leaves the pack as a failed run; the other members train on and keep their results."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+
+import pytest
+
+from lengen.pack import train_pack
+from test_pack import small
+
+FULL = os.strerror(errno.ENOSPC)
+STEPS = (
+    "trainer.max_steps=4",
+    "trainer.val_check_interval=2",
+    "trainer.checkpoint_every_n_steps=2",
+)
+
+
+def full_in(folder, real):
+    """``real`` (a writer taking the path first), raising ENOSPC for paths under ``folder``."""
+
+    def write(path, *args, **kwargs):
+        if str(folder) in str(path):
+            raise OSError(errno.ENOSPC, FULL)
+        return real(path, *args, **kwargs)
+
+    return write
+
+
+@pytest.fixture(scope="module")
+def checkpoint_full(tmp_path_factory, single_thread):
+    """A pack of two whose second member's checkpoint meets a full disk at step 2."""
+    import lengen.pack.member as member
+
+    root = tmp_path_factory.mktemp("ckfull")
+    dirs = [root / "pack" / f"seed={seed}" for seed in (0, 1)]
+    cfgs = [small(*STEPS, f"seed={seed}") for seed in (0, 1)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(member, "replace_durably", full_in(dirs[1], member.replace_durably))
+        outcomes = train_pack(cfgs, dirs)
+    return dirs, outcomes
+
+
+def test_a_member_whose_checkpoint_meets_a_full_disk_leaves_as_failed(checkpoint_full):
+    dirs, outcomes = checkpoint_full
+    assert outcomes[1]["type"] == "CheckpointWriteError"
+    assert FULL in outcomes[1]["error"]
+    assert not (dirs[1] / "results.json").exists()
+
+
+def test_the_other_members_results_are_kept_when_one_checkpoint_fails(checkpoint_full):
+    dirs, outcomes = checkpoint_full
+    results = json.loads((dirs[0] / "results.json").read_text())
+    assert results["train_steps"] == 4 and outcomes[0]["eval"] == results["eval"]
+
+
+def test_a_member_whose_results_meet_a_full_disk_leaves_the_others_finished(
+    tmp_path, single_thread, monkeypatch
+):
+    import lengen.results as written
+
+    dirs = [tmp_path / "pack" / f"seed={seed}" for seed in (0, 1)]
+    cfgs = [small(*STEPS, f"seed={seed}") for seed in (0, 1)]
+    monkeypatch.setattr(written, "atomic_write", full_in(dirs[0], written.atomic_write))
+    outcomes = train_pack(cfgs, dirs)
+    assert (outcomes[0]["type"], (dirs[1] / "results.json").is_file()) == (
+        "ResultsWriteError",
+        True,
+    )
