@@ -86,6 +86,27 @@ for d in romnt rodir rosweep sweep_ro ro_fox ro_run; do mount --bind $d $d && mo
     "rs06": "test -f .built-interrupted && cp -a interrupted rs06 && rm rs06/config.yaml",
     "rs09": "test -f .built-interrupted && cp -a interrupted rs09 && : > rs09/config.yaml",
     "sl08": "test -f .built-interrupted && cp -a interrupted sl08 && printf '\\xff\\xfe\\x00bad' > sl08/.slurm_job",
+    # the trial's other copies of a finished (fin) and an interrupted ($REF) run, made as its
+    # cases describe them (2026-12-02 re-run)
+    "fin1": "test -f .built-fin && cp -a fin fin1",
+    "d04": "test -f .built-fin && cp -a fin d04",
+    "rs12": "test -f .built-fin && cp -a fin rs12 && echo '{broken' > rs12/results.json",
+    "rs13": "test -f .built-fin && cp -a fin rs13 && rm rs13/results.json && mkdir rs13/results.json",
+    "sr01": "test -f .built-fin && cp -a fin sr01 && printf '{\\n  garbage\\n' > sr01/results.json",
+    "sweep": "test -f .built-fin && mkdir -p sweep && cp -a fin sweep/fin",
+    "alibi_fin": f"{FAST_RUN} pe=alibi hydra.run.dir=$FX/alibi_fin > alibi_fin.out 2>&1",
+    "swapped": "test -f .built-fin && test -f .built-alibi_fin && cp -a fin swapped && "
+    "cp alibi_fin/checkpoints/last.ckpt swapped/checkpoints/last.ckpt",
+    "int": "test -f .built-interrupted && cp -a interrupted int",
+    "rs01": "test -f .built-interrupted && cp -a interrupted rs01 && "
+    "sed -i 's/^  d_model: 32$/  d_model: 16/' rs01/config.yaml && grep -q 'd_model: 16' rs01/config.yaml",
+    "rs03": "test -f .built-interrupted && cp -a interrupted rs03 && "
+    "head -c 100 rs03/checkpoints/last.ckpt > c && mv c rs03/checkpoints/last.ckpt",
+    "rs08": "test -f .built-interrupted && cp -a interrupted rs08 && echo 'bad: [unclosed' >> rs08/config.yaml",
+    "rs10": "test -f .built-interrupted && cp -a interrupted rs10 && rm rs10/checkpoints/last.ckpt && "
+    "mkdir rs10/checkpoints/last.ckpt",
+    "rs11": "test -f .built-interrupted && cp -a interrupted rs11",
+    "sl07": "test -f .built-interrupted && cp -a interrupted sl07",
 }
 
 
@@ -287,6 +308,48 @@ SETUPS = {
         env={"LENGEN_CACHE_DIR": "<tmp>/adv/w/ES09/cache"},
         prep="mkdir -p cache && $P $REPO/scripts/trials/damage_timings.py "
         "$HOME/.cache/lengen/timings.json cache/timings.json nan-inf",
+    ),
+    **{i: Setup(fixtures=("fin", "fin1")) for i in ("D02", "D03", "D05", "D06", "D07")},
+    **{i: Setup(fixtures=("fin", "fin1")) for i in ("E04", "E11", "E12", "E18", "PA01")},
+    "B04": Setup(
+        fixtures=("fin", "fin1"),
+        argv=(
+            "$P",
+            "$REPO/train.py",
+            "debug=fast",
+            "hydra.run.dir=<tmp>/adv/fx/fin1",
+            "-cd",
+            "$REPO/configs",
+        ),
+    ),  # fmt: skip
+    "D04": Setup(fixtures=("fin", "d04")),
+    "RS12": Setup(fixtures=("fin", "rs12")),
+    "RS13": Setup(fixtures=("fin", "rs13")),
+    "SR01": Setup(fixtures=("fin", "sr01")),
+    "AG09": Setup(fixtures=("fin", "sweep")),
+    "E08": Setup(fixtures=("fin", "alibi_fin", "swapped")),
+    "PA04": Setup(fixtures=("fin", "alibi_fin", "swapped")),
+    "E03": Setup(fixtures=("interrupted", "int")),
+    **{
+        i: Setup(fixtures=("interrupted", i.lower()))
+        for i in ("RS01", "RS03", "RS08", "RS10", "RS11")
+    },
+    "PA02": Setup(fixtures=("interrupted", "rs03")),
+    "SL07": Setup(
+        fixtures=("interrupted", "sl07"), env={"SLURM_JOB_ID": "4242", "SLURM_RESTART_COUNT": "1"}
+    ),
+    # the record cuts R12's 300-character name short; U02's newline is lost in the record
+    "R12": Setup(
+        argv=("$P", "$REPO/train.py", "debug=fast", "hydra.run.dir=<tmp>/adv/w/R12/" + "d" * 300)
+    ),
+    "U02": Setup(
+        argv=(
+            "$P",
+            "$REPO/train.py",
+            "debug=fast",
+            "eval.lengths=[8]",
+            "hydra.run.dir=<tmp>/adv/w/U02/a\nb",
+        )
     ),
     "ES09b": Setup(
         fixtures=("fin",),
