@@ -49,7 +49,30 @@ done
 for option in $options; do
     train pe=rope "${option_overrides[$option]}" "$@"
 done
-[[ -n ${DRY:-} ]] && { echo "+ (the per-arm table: $sweep/sinks.md, sinks.csv)"; exit 0; }
+if [[ -n ${DRY:-} ]]; then  # the sweep's estimate, as the sweeper prints it before its first run
+    echo "+ (the per-arm table: $sweep/sinks.md, sinks.csv)"
+    "$python" - "$encodings" "$options" "$seeds" "$@" <<'EOF'
+import os
+import sys
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+
+from lengen.sweep_estimate import planned_runs, total_line
+
+encodings, options, seeds, *extra = sys.argv[1:]
+extra = [o for o in extra if not o.startswith("hydra")]  # launcher keys: not the runs' configs
+flags = {"kv_bias": "model.kv_bias=true", "attn_sinks": "model.attn_sinks=true",
+         "sigmoid": "model.attn_fn=sigmoid"}
+arms = [[f"pe={pe}"] for pe in encodings.split(",") if pe]
+arms += [["pe=rope", flags[option]] for option in options.split()]
+with initialize_config_dir(config_dir=str(Path("configs").resolve()), version_base="1.3"):
+    configs = [compose("train", ["experiment=sinks_small", f"seed={seed}", *arm, *extra])
+               for arm in arms for seed in seeds.split(",")]
+print(total_line(planned_runs(configs, [1] * len(configs)), workers=os.cpu_count() or 1))
+EOF
+    exit 0
+fi
 "$python" - "$sweep" <<'EOF' || status=$?
 """Per arm: Gu et al.'s Sink^ε_1 at 64 tokens over seeds beside their cell and the baseline."""
 import csv
