@@ -74,14 +74,6 @@ TXR = (
     "trainer.log_every_n_steps=5 model.d_model=32 model.d_ff=64 eval.plot_formats=[png]"
 )
 SMALL = "cat $REPO/README.md $REPO/docs/*.md | head -c 200000 > small.txt"
-#: a 12 MB tmpfs at $W/t (the trial's full disk), and its filling by dd
-TMPFS = "mkdir -p t && mount -t tmpfs -o size=12m tmpfs t"
-FILL = "sh:dd if=/dev/zero of=t/fill bs=64k >/dev/null 2>&1; ls t/run/checkpoints > filled.ls"
-#: checkpoints/ bind-mounted onto itself, then read-only (retried while a write holds it)
-RO_CKPT = (
-    "sh:mount --bind run/checkpoints run/checkpoints && for i in $(seq 100); do "
-    "mount -o remount,ro,bind run/checkpoints && break; sleep .01; done"
-)
 SWEEP = "train.py -m debug=fast eval.lengths=[8]"
 
 SCENARIOS = {
@@ -143,50 +135,6 @@ SCENARIOS = {
                 ),
             ],
             compare=[("ref", "k06"), ("ref", "k07")],
-        ),
-        Scenario(
-            "UP03",
-            "UP03, UP03b",
-            "stick_breaking on a 12 MB tmpfs filled once training ended; resume=true after "
-            "the filler is removed; against an undisturbed run",
-            [
-                Step("tmpfs", TMPFS, shell=True),
-                Step(
-                    "UP03",
-                    "train.py debug=fast pe=stick_breaking eval.lengths=[8,16,32] "
-                    "hydra.run.dir=$W/t/run",
-                    on=(r"trained to step \d+.*evaluating", FILL),
-                    files=("t/run/checkpoints/last.ckpt", "t/run/results.json"),
-                ),
-                Step("free", "rm -f t/fill", shell=True),
-                Step(
-                    "UP03b",
-                    "train.py debug=fast pe=stick_breaking eval.lengths=[8,16,32] resume=true "
-                    "hydra.run.dir=$W/t/run",
-                    files=("t/run/results.json", "t/run/accuracy_by_position.png"),
-                ),
-                Step(
-                    "UP03-ref",
-                    "train.py debug=fast pe=stick_breaking eval.lengths=[8,16,32] "
-                    "hydra.run.dir=$W/ref",
-                ),
-            ],
-            compare=[("ref", "t/run")],
-            cleanup=["umount t 2>/dev/null || true"],
-        ),
-        Scenario(
-            "D10",
-            "D10",
-            "$REF: checkpoints/ remounted read-only after the first checkpoint",
-            [
-                Step(
-                    "D10",
-                    "train.py $REF_LINES hydra.run.dir=$W/run",
-                    on=(r"step 6/30", RO_CKPT),
-                    files=RUN_FILES,
-                ),
-            ],
-            cleanup=["umount run/checkpoints 2>/dev/null || true"],
         ),
         Scenario(
             "SN11",
@@ -344,6 +292,49 @@ SCENARIOS = {
                     on=(r"Initializing distributed", "TERM"),
                     files=("run",),
                 ),
+            ],
+        ),
+        Scenario(
+            "S07",
+            "S07",
+            "SIGINT 1.0 s after start, while Python imports (no line marks that moment)",
+            [
+                Step(
+                    "S07",
+                    "train.py trainer.max_steps=60 trainer.val_check_interval=20 "
+                    "trainer.checkpoint_every_n_steps=10 data.batch_size=16 data.val_samples=32 "
+                    "eval.samples=32 eval.lengths=[8,16,32] optim.warmup_steps=5 "
+                    "hydra.run.dir=$W/run",
+                    on=("after:1.0", "INT"),
+                    files=("run",),
+                ),
+            ],
+        ),
+        Scenario(
+            "S08",
+            "S08",
+            "$REF: SIGINT once the run's config.yaml exists (before fit)",
+            [
+                Step(
+                    "S08",
+                    "train.py $REF hydra.run.dir=$W/run",
+                    on=("file:run/config.yaml", "INT"),
+                    files=RUN_FILES,
+                ),
+            ],
+        ),
+        Scenario(
+            "SN32",
+            "SN32b",
+            "aggregate.py on SN32's sweep (hydra.sweep.subdir=s${seed} over pe=rope,alibi)",
+            [
+                Step(
+                    "SN32",
+                    "train.py -m debug=fast eval.lengths=[8] pe=rope,alibi "
+                    "'hydra.sweep.subdir=s${seed}' resume=auto hydra.sweep.dir=$W/sw",
+                    files=("sw",),
+                ),
+                Step("SN32b", "scripts/aggregate.py $W/sw"),
             ],
         ),
     )

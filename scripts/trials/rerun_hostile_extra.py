@@ -39,13 +39,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from extra_scenarios import SCENARIOS, Scenario, Step  # noqa: E402
+import extra_scenarios_files  # noqa: E402
+from extra_scenarios import SCENARIOS as BASE  # noqa: E402
+from extra_scenarios import Scenario, Step  # noqa: E402
 from rerun_hostile import FAST, REF, first_line  # noqa: E402
 
+#: every scenario, in the order they are run by default
+SCENARIOS = {**BASE, **extra_scenarios_files.SCENARIOS}
 #: keys of a results row that measure the machine, not the model
 TIMINGS = ("seconds", "peak_mem_mb", "batch_size")
 #: results keys that differ between an undisturbed and a resumed run by design
 BY_DESIGN = ("provenance", "resumed")
+#: the prefixes of a step's moment that is no output line (``watch_moment``)
+MOMENTS = ("file:", "after:")
 #: the parts compared, each a results key (``eval`` and ``logs/metrics.csv`` apart)
 PARTS = ("validation", "attention_diagnostics", "accuracy_by_answer_position")
 
@@ -114,13 +120,31 @@ def watch(run: Running, stream, sink, is_err: bool, work: Path, env: dict[str, s
         line = raw.decode(errors="replace").rstrip("\n")
         if is_err:
             run.lines.append(line)
-        if step.on and not run.fired.is_set() and re.search(step.on[0], line):
+        by_line = step.on and not step.on[0].startswith(MOMENTS)
+        if by_line and not run.fired.is_set() and re.search(step.on[0], line):
             run.fired_at = line[:200]
             act(run, step.on[1], work, env)
             run.fired.set()
         if step.until and re.search(step.until, line):
             run.ready.set()
     stream.close()
+
+
+def watch_moment(run: Running, work: Path, env: dict[str, str]) -> None:
+    """A moment that no line marks: ``file:<path>`` (relative to the scenario's folder, polled
+    every 5 ms: a checkpoint's temporary file lives for milliseconds) or ``after:<seconds>``
+    (only where the case's moment is a time, as S07's 'before training')."""
+    kind, _, arg = run.step.on[0].partition(":")
+    while run.proc.poll() is None:
+        elapsed = time.monotonic() - run.start
+        if (kind == "file" and (work / arg).exists()) or (
+            kind == "after" and elapsed >= float(arg)
+        ):
+            run.fired_at = f"{kind}:{arg} at {elapsed:.2f} s"
+            act(run, run.step.on[1], work, env)
+            run.fired.set()
+            return
+        time.sleep(0.005)
 
 
 def start(step: Step, work: Path, env: dict[str, str], repo: str, python: str) -> Running:
@@ -144,6 +168,10 @@ def start(step: Step, work: Path, env: dict[str, str], repo: str, python: str) -
     for stream, sink, is_err in ((proc.stdout, out, False), (proc.stderr, err, True)):
         thread = threading.Thread(target=watch, args=(run, stream, sink, is_err, work, step_env))
         thread.daemon = True
+        thread.start()
+        run.threads.append(thread)
+    if step.on and step.on[0].startswith(MOMENTS):
+        thread = threading.Thread(target=watch_moment, args=(run, work, step_env), daemon=True)
         thread.start()
         run.threads.append(thread)
     run.sinks = (out, err)

@@ -87,3 +87,9 @@ def test_every_compared_folder_is_written_by_a_step(extra):
     for s in extra.SCENARIOS.values():
         written = {m for step in s.steps for m in re.findall(r"\$W/([\w/]+)", step.command)}
         assert {d for pair in s.compare for d in pair} <= written, s.id
+
+
+def test_a_file_moment_fires_once_the_file_exists(extra, tmp_path):
+    step = extra.Step("s", "sleep 0.3; touch m; sleep 60", shell=True, on=("file:m", "TERM"))
+    (record,) = extra.run_scenario(scenario(extra, step), str(tmp_path), str(ROOT), "python", 50)
+    assert (record["exit"], record["fired_at"].split(" at ")[0]) == (-15, "file:m")
