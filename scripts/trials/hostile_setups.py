@@ -107,6 +107,22 @@ for d in romnt rodir rosweep sweep_ro ro_fox ro_run; do mount --bind $d $d && mo
     "mkdir rs10/checkpoints/last.ckpt",
     "rs11": "test -f .built-interrupted && cp -a interrupted rs11",
     "sl07": "test -f .built-interrupted && cp -a interrupted sl07",
+    # the text cases' files (X01-X07, T05): one character, a 30 MB single line, JSON lines, a
+    # folder, an empty file, NUL bytes; a corpus for the BPE cache cases (CC1, CC2)
+    "td2": """mkdir -p td/adir && printf a > td/onechar.txt && : > td/empty.txt
+head -c 30000000 /dev/zero | tr '\\0' a > td/huge1line.txt
+printf 'abc\\0\\0\\0def\\n%.0s' $(seq 200) > td/binary.txt
+for i in $(seq 300); do echo '{"text": "line '$i' of a small json lines corpus"}'; done > td/s.jsonl
+cat $REPO/README.md $REPO/docs/*.md | head -c 300000 > td/corpus.txt
+""",
+    # a BPE cache built by one run, then damaged as CC1 and CC2 say
+    "cache": "$P $REPO/train.py debug=fast data=text data.files.train=$FX/td/corpus.txt "
+    "data.tokenizer=bpe data.vocab_size=300 data.len=16 'eval.lengths=[16]' data.cache_dir=$FX/cache "
+    "trainer.enable_progress_bar=false hydra.run.dir=$FX/cache_run > cache.out 2>&1 && ls cache/corpora/*/train.npy",
+    "cc1": "test -f .built-cache && cp -a cache cc1 && f=$(ls cc1/corpora/*/train.npy) && "
+    "head -c 100 $f > x && mv x $f",
+    "cc2": "test -f .built-cache && cp -a cache cc2 && rm -rf cc2/corpora && f=$(ls cc2/tokenizers/*.json) && "
+    "head -c $(( $(stat -c %s $f) / 2 )) $f > x && mv x $f",
 }
 
 
@@ -338,6 +354,20 @@ SETUPS = {
     "SL07": Setup(
         fixtures=("interrupted", "sl07"), env={"SLURM_JOB_ID": "4242", "SLURM_RESTART_COUNT": "1"}
     ),
+    **{
+        i: Setup(fixtures=("small", "td2"))
+        for i in ("X04", "X06", "T05", "T01", "T06", "X01", "X02", "X07")
+    },
+    **{
+        i: Setup(
+            fixtures=("td2", "cache", i.lower()),
+            command="train.py debug=fast data=text data.files.train=<tmp>/adv/fx/td/corpus.txt "
+            f"data.tokenizer=bpe data.vocab_size=300 data.len=16 eval.lengths=[16] "
+            f"data.cache_dir=<tmp>/adv/fx/{i.lower()} hydra.run.dir=<tmp>/adv/w/{i}/run",
+            limit=300,
+        )
+        for i in ("CC1", "CC2")
+    },
     # the record cuts R12's 300-character name short; U02's newline is lost in the record
     "R12": Setup(
         argv=("$P", "$REPO/train.py", "debug=fast", "hydra.run.dir=<tmp>/adv/w/R12/" + "d" * 300)
