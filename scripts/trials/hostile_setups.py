@@ -115,6 +115,18 @@ printf 'abc\\0\\0\\0def\\n%.0s' $(seq 200) > td/binary.txt
 for i in $(seq 300); do echo '{"text": "line '$i' of a small json lines corpus"}'; done > td/s.jsonl
 cat $REPO/README.md $REPO/docs/*.md | head -c 300000 > td/corpus.txt
 """,
+    # the trial's sweep of rnope_swa, pope and dape (its names' hashes differ here: the cases
+    # find their run with ls), and copies of nsweep's fox and path runs damaged as AN20, AN21,
+    # CK03 and G13 say
+    "nsweep2": "$P $REPO/train.py -m debug=fast 'eval.lengths=[8]' pe=rnope_swa,pope,dape "
+    "trainer.enable_progress_bar=false hydra.sweep.dir=$FX/nsweep2 > nsweep2.out 2>&1",
+    "fox_trunc": "test -f .built-nsweep && cp -a $(ls -d nsweep/*_fox_*) fox_trunc && "
+    "f=fox_trunc/checkpoints/last.ckpt && head -c $(( $(stat -c %s $f) / 2 )) $f > x && mv x $f",
+    "path_cfg": "test -f .built-nsweep && cp -a $(ls -d nsweep/*_path_*) path_cfg && "
+    "head -c 40 path_cfg/config.yaml > x && printf ':\\n  - [' >> x && mv x path_cfg/config.yaml",
+    "fox_swap": "test -f .built-nsweep && cp -a $(ls -d nsweep/*_fox_*) fox_swap && "
+    "cp $(ls -d nsweep/*_path_*)/checkpoints/last.ckpt fox_swap/checkpoints/last.ckpt",
+    "fox_nocfg": "test -f .built-nsweep && cp -a $(ls -d nsweep/*_fox_*) fox_nocfg && rm fox_nocfg/config.yaml",
     # a BPE cache built by one run, then damaged as CC1 and CC2 say
     "cache": "$P $REPO/train.py debug=fast data=text data.files.train=$FX/td/corpus.txt "
     "data.tokenizer=bpe data.vocab_size=300 data.len=16 'eval.lengths=[16]' data.cache_dir=$FX/cache "
@@ -368,6 +380,46 @@ SETUPS = {
         )
         for i in ("CC1", "CC2")
     },
+    **{
+        i: Setup(fixtures=("nsweep2",), shell=True, command=f"$P $REPO/{c}")
+        for i, c in (
+            ("AN14b", "scripts/show_results.py $(ls -d $FX/nsweep2/*_rnope_swa_*)"),
+            (
+                "AN17",
+                "eval.py run=$(ls -d $FX/nsweep2/*_rnope_swa_*) pe.layers=[nope] eval.lengths=[8] tag=lay",
+            ),
+            (
+                "AN18",
+                "eval.py run=$(ls -d $FX/nsweep2/*_pope_*) pe.ssmax=true eval.lengths=[8] tag=ssm",
+            ),
+            (
+                "AN19",
+                "eval.py run=$(ls -d $FX/nsweep2/*_pope_*) eval.decoding=greedy eval.lengths=[8,64] tag=greedy",
+            ),
+            (
+                "AN19b",
+                "eval.py run=$(ls -d $FX/nsweep2/*_dape_*) pe.window=2 eval.lengths=[8,32] tag=w2",
+            ),
+            (
+                "G10d",
+                "scripts/plot.py attention $(ls -d $FX/nsweep2/*_rnope_swa_*) --length 16 --out $W/out",
+            ),
+            (
+                "G10e",
+                "scripts/plot.py attention $(ls -d $FX/nsweep2/*_dape_*) --length 16 --out $W/out",
+            ),
+            (
+                "G10f",
+                "scripts/plot.py attention $(ls -d $FX/nsweep2/*_pope_*) --length 16 --out $W/out",
+            ),
+        )
+    },  # fmt: skip
+    "AN09": Setup(fixtures=("nsweep",)),
+    "AN20": Setup(fixtures=("nsweep", "fox_trunc")),
+    "AN21": Setup(fixtures=("nsweep", "path_cfg")),
+    "CK03": Setup(fixtures=("nsweep", "fox_swap")),
+    "CK03b": Setup(fixtures=("nsweep", "fox_swap")),
+    "G13": Setup(fixtures=("nsweep", "fox_nocfg")),
     # the record cuts R12's 300-character name short; U02's newline is lost in the record
     "R12": Setup(
         argv=("$P", "$REPO/train.py", "debug=fast", "hydra.run.dir=<tmp>/adv/w/R12/" + "d" * 300)
