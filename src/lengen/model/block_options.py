@@ -213,23 +213,37 @@ def math_attention(
     for start in range(0, q_len, block):
         stop = min(start + block, q_len)
         q_block = q[:, :, start:stop].to(work)  # (B, H, c, hd)
-        logits = q_block @ k.transpose(-1, -2) * scale  # (B, H, c, Tk)
+        # scaled and masked in place (neither backward needs its input): one block-sized
+        # tensor alive instead of two; out of place, sigmoid attention's peak at 8,192 tokens
+        # was 2.4x RoPE's resident (docs/benchmarks.md)
+        logits = (q_block @ k.transpose(-1, -2)).mul_(scale)  # (B, H, c, Tk)
         if pe.has_bias:
             logits = logits + pe.attention_bias(q_positions[start:stop], k_positions)
         query_index = torch.arange(start, stop, device=q.device) + (k_len - q_len)  # (c,)
         seen = _visible(pe, query_index, key_index, causal)  # (c, Tk) or None
         if seen is not None:
-            logits = logits.masked_fill(~seen, float("-inf"))
+            logits.masked_fill_(~seen, float("-inf"))
         if sigmoid:  # −log n per query: n_i keys seen, so the output at i ignores later keys
-            count = seen.sum(-1) if seen is not None else torch.full_like(query_index, k_len)
+            count = _seen_count(pe, seen, query_index, k_len, causal)  # (c,)
             # in place (autograd keeps sigmoid's output, which it needs): one block-sized
             # tensor instead of three at a time
-            weights = logits.sub_(count.float().log()[:, None]).sigmoid_()  # (B, H, c, Tk)
-            y = F.dropout(weights, dropout_p, training=dropout_p > 0) @ v
+            logits.sub_(count.float().log()[:, None]).sigmoid_()  # (B, H, c, Tk): the weights
+            y = F.dropout(logits, dropout_p, training=dropout_p > 0) @ v
         else:
             y = _softmax_with_extra(logits, q_block, v, extra, scale, dropout_p)
         output[:, :, start:stop] = y.to(q.dtype)  # (B, H, c, hd)
+        # freed before the next block's logits are formed, not when the name is rebound
+        del logits, seen, y
     return output
+
+
+def _seen_count(pe, seen: Tensor | None, query_index: Tensor, k_len: int, causal: bool) -> Tensor:
+    """How many keys each query sees -> (c,): summed from the mask for a window or chunks,
+    counted for the causal mask (keys 0 … i) and for none (summing the (c, Tk) bool mask makes
+    an int64 copy of it first, half a block of fp32 logits)."""
+    if pe.local:
+        return seen.sum(-1)
+    return query_index + 1 if causal else torch.full_like(query_index, k_len)
 
 
 def _softmax_with_extra(logits, q_block, v, extra, scale, dropout_p):

@@ -27,7 +27,9 @@ here are p / side (the reference's spacing is 1/(side − 1) at the training sid
 ≈ 1/side beyond it); ``pe.normalize=false`` uses integer coordinates; a readout slot (the −1
 row) is rotated by the identity, as the reference's CLS token; the parameters are one flat
 vector (no weight decay, as for RoPE-Mixed's frequencies). The reference splits R(p) into
-per-block ``matrix_exp`` calls in a loop to save memory; here one batched call.
+per-block ``matrix_exp`` calls in a loop to save memory; here one batched call per block of
+positions (``rotate_in_position_blocks``: a training length is one block, a long evaluation
+several, so its memory stays within 2x RoPE's at 8,192 tokens), in fp32 at least.
 
 The pure functions at the top (``skew_from_upper``, ``generator_rotations``, ``rotate_blocks``,
 ``block_coordinates``) are shared with ComRoPE.
@@ -43,6 +45,13 @@ from torch import Tensor, nn
 from lengen.pe.base import PositionalEncoding
 from lengen.pe.config.liere import GeneratorConfig, LieREConfig
 from lengen.pe.grid import check_grid_positions, has_position
+
+#: Largest set of rotation matrices formed at once (H × positions × n × b × b): 512K fp32 =
+#: 2 MiB, and ``matrix_exp``'s intermediates about 8 times that (1M: LieRE's pass at 8,192
+#: tokens 2.6x RoPE's resident peak, 512K: 1.3x; scripts/bench_options.py). Training lengths take one block (the default
+#: experiment: 4 heads × 33 positions × 32² = 135K for LieRE, 4 × 33 × 16 × 2² = 8K for
+#: ComRoPE), so the training path is the single call it was.
+ROTATION_ELEMENTS = 1 << 19
 
 
 def skew_from_upper(raw: Tensor) -> Tensor:
@@ -62,18 +71,52 @@ def block_coordinates(positions: Tensor, axes: int, scale: Tensor | float = 1.0)
     return coordinates * scale
 
 
-def generator_rotations(coordinates: Tensor, generators: Tensor) -> Tensor:
+def generator_rotations(
+    coordinates: Tensor, generators: Tensor, dtype: torch.dtype = torch.float32
+) -> Tensor:
     """R(p) = exp(Σ_a p_a A_a) per token: coordinates (T, A), generators (H, A, n, b, b)
-    (n blocks of b×b, skew-symmetric) -> (H, T, n, b, b), fp32."""
-    summed = torch.einsum("ta,hanij->htnij", coordinates.float(), generators.float())
+    (n blocks of b×b, skew-symmetric) -> (H, T, n, b, b) in ``dtype`` (fp32 by default)."""
+    summed = torch.einsum("ta,hanij->htnij", coordinates.to(dtype), generators.to(dtype))
     return torch.linalg.matrix_exp(summed.contiguous())  # (H, T, n, b, b)
+
+
+def rotate_in_position_blocks(
+    tensors: list[Tensor], coordinates: Tensor, generators: Tensor, max_elements: int
+) -> list[Tensor]:
+    """Tensors (B, H, T, hd) that share coordinates (T, A) turned by R(p), generators
+    (H, A, n, b, b): the rotations formed for at most ``max_elements`` / (H·n·b²) positions at
+    a time and freed before the next block -> like each tensor.
+
+    Why: R(p) for every position at once is H·T·n·b² floats plus ``matrix_exp``'s
+    intermediates (LieRE at 8,192 tokens: 38x RoPE's peak, docs/benchmarks.md); each position's
+    R(p) depends on its own coordinates only, so blocks of positions give the same values. A
+    length that fits one block (training lengths) takes the single-call path unchanged. The
+    rotations are computed in fp32 at least (fp64 for fp64 tensors: tests compare in float64)."""
+    heads, _, blocks, size, _ = generators.shape
+    count = coordinates.shape[0]
+    step = max(1, max_elements // (heads * blocks * size * size))
+    work = torch.promote_types(tensors[0].dtype, torch.float32)  # bf16 and fp32: fp32
+    if count <= step:
+        rotations = generator_rotations(coordinates, generators, work)  # (H, T, n, b, b)
+        return [rotate_blocks(x, rotations) for x in tensors]
+    # one output per tensor written block by block: a list of per-block outputs concatenated
+    # at the end would sit between the freed blocks of rotations and keep them resident
+    outputs = [x.new_empty(x.shape) for x in tensors]  # (B, H, T, hd) each
+    for start in range(0, count, step):
+        stop = min(start + step, count)
+        rotations = generator_rotations(coordinates[start:stop], generators, work)
+        # rotations: (H, c, n, b, b)
+        for x, output in zip(tensors, outputs, strict=True):
+            output[:, :, start:stop] = rotate_blocks(x[:, :, start:stop], rotations)
+        del rotations  # freed before the next block's are formed
+    return outputs
 
 
 def rotate_blocks(x: Tensor, rotations: Tensor) -> Tensor:
     """x (B, H, T, hd) turned block by block: rotations (H, T, n, b, b), n·b = hd -> like x
-    (computed in fp32, returned in x's dtype)."""
+    (computed in the rotations' dtype, returned in x's)."""
     heads, tokens, blocks, size, _ = rotations.shape
-    split = x.float().reshape(*x.shape[:-1], blocks, size)  # (B, H, T, n, b)
+    split = x.to(rotations.dtype).reshape(*x.shape[:-1], blocks, size)  # (B, H, T, n, b)
     turned = torch.einsum("htnij,bhtnj->bhtni", rotations, split)  # (B, H, T, n, b)
     return turned.flatten(-2).to(x.dtype)  # (B, H, T, hd)
 
@@ -94,6 +137,8 @@ class LearnedGenerators(PositionalEncoding):
         #: what coordinates are multiplied by: 1 / the training extent per axis (normalised,
         #: the references'), or 1 (integer coordinates, or no training extent known)
         self.position_scale = 1.0 / extent if self.cfg.normalize and extent else 1.0
+        #: the most rotation-matrix elements formed at once (``rotate_in_position_blocks``)
+        self.rotation_elements = ROTATION_ELEMENTS
 
     def generators(self) -> Tensor:
         """This layer's generators -> (H, A, n, b, b), skew-symmetric."""
@@ -113,20 +158,27 @@ class LearnedGenerators(PositionalEncoding):
         coordinates = block_coordinates(positions, self.axes, self.position_scale)
         return generator_rotations(coordinates, self.generators())
 
+    def turned(self, tensors: list[Tensor], positions: Tensor) -> list[Tensor]:
+        """Tensors (B, H, T, hd) at positions (T,) or (T, A) turned by R(p), the rotations
+        formed in blocks of positions (``rotate_in_position_blocks``) -> like each."""
+        coordinates = block_coordinates(positions, self.axes, self.position_scale)  # (T, A)
+        generators = self.generators()  # (H, A, n, b, b)
+        return rotate_in_position_blocks(tensors, coordinates, generators, self.rotation_elements)
+
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
     ) -> tuple[Tensor, Tensor]:
         # q: (B, H, Tq, hd), k: (B, H, Tk, hd); positions (Tq,), (Tk,) or (Tq, A), (Tk, A)
         with torch.autocast(q.device.type, enabled=False):
-            key_rotations = self.rotations(k_positions)  # (H, Tk, n, b, b)
             # self-attention without a cache: the queries sit where the keys do, so the
             # matrix exponentials (the cost of this encoding) are computed once
             same = q_positions is k_positions or (
                 q_positions.shape == k_positions.shape and torch.equal(q_positions, k_positions)
             )
-            query_rotations = key_rotations if same else self.rotations(q_positions)
-            q = rotate_blocks(q, query_rotations)
-            k = rotate_blocks(k, key_rotations)
+            if same:
+                q, k = self.turned([q, k], k_positions)
+            else:
+                (q,), (k,) = self.turned([q], q_positions), self.turned([k], k_positions)
         return q, k
 
     def describe(self) -> dict:
@@ -165,5 +217,6 @@ __all__ = [
     "block_coordinates",
     "generator_rotations",
     "rotate_blocks",
+    "rotate_in_position_blocks",
     "skew_from_upper",
 ]
