@@ -318,6 +318,12 @@ def _attention_main(argv: list[str]) -> int:
     parser.add_argument("--samples", type=_positive, default=16, help="held-out instances (16)")
     parser.add_argument("--out", type=Path, default=None, help="default: the run directory")
     args = parser.parse_args(argv)
+    from lengen.preflight.attention_maps import planned_map_refusal
+
+    # from the run's config.yaml, before the run is loaded (G11, G12: refused after 25-28 s)
+    if (refusal := planned_map_refusal(args.run, args.length, args.samples)) is not None:
+        print(f"error: {refusal}", file=sys.stderr)
+        return 2
     from lengen.aggregate.report import unwritable
     from lengen.attention_maps import analyse_run
 

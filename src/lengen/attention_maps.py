@@ -33,13 +33,14 @@ from lengen.evaluation.attention import (
 from lengen.model import block_options
 from lengen.model.looped import last_loop
 
+# MAX_MAP_LENGTH, the longest sequence whose (H, T, T) weights are formed, is defined with
+# plot.py's pre-check of the run's config, which asks it before torch is imported
+from lengen.preflight.attention_maps import MAX_MAP_LENGTH, map_size_refusal
+
 #: layer_names lives with the weights (below this module's layer); it stays importable from here
 __all__ = ["MAX_MAP_LENGTH", "analyse_run", "grid_attention_distance", "layer_names"]
 __all__ += ["mean_attention_distance"]
 __all__ += ["record_attention", "recording_attention", "reference_attend"]
-
-#: Longest sequence whose (H, T, T) weights are formed: maps are for looking at, not for 64k.
-MAX_MAP_LENGTH = 4096
 
 
 def reference_attend(
@@ -129,32 +130,13 @@ def map_refusal(model: torch.nn.Module, inputs: dict, length: int, samples: int)
     """Why maps of ``samples`` instances at ``length`` (plot.py's ``--length``, ``--samples``)
     cannot be formed, naming the option to change and its largest allowed value; None when
     they can. ``inputs``: one instance's batch at that length."""
-    from lengen.evaluation.attention import MAX_OWN_WEIGHTS
     from lengen.pe.base import PositionalEncoding
 
     tokens = max(t.shape[1] for name, t in inputs.items() if name != "positions")
-    if tokens > MAX_MAP_LENGTH:
-        return (
-            f"--length {length}: its sequences hold {tokens:,} tokens, and attention maps are "
-            f"formed explicitly, up to {MAX_MAP_LENGTH:,} tokens; allowed: a shorter --length"
-        )
     own = [m for m in model.modules() if isinstance(m, PositionalEncoding) and m.has_attention]
     if not own:
-        return None
-    per_instance = own[0].n_heads * tokens * tokens  # (H, T, T) weights of one instance
-    if samples * per_instance <= MAX_OWN_WEIGHTS:
-        return None
-    most = MAX_OWN_WEIGHTS // per_instance
-    key, value, allowed = (
-        ("--samples", samples, f"--samples {most} or fewer")
-        if most >= 1
-        else ("--length", length, "a shorter --length")
-    )
-    return (
-        f"{key} {value}: {type(own[0]).__name__} computes attention itself, so its weights are "
-        f"formed from one-hot values, up to {MAX_OWN_WEIGHTS:,} per call; {samples} instance(s)"
-        f" × {own[0].n_heads} heads × {tokens}² tokens here; allowed: {allowed}"
-    )
+        return map_size_refusal(tokens, 0, None, length, samples)
+    return map_size_refusal(tokens, own[0].n_heads, type(own[0]).__name__, length, samples)
 
 
 def mean_attention_distance(weights: Tensor) -> Tensor:
