@@ -9,7 +9,9 @@ composed as the sweeper composes it and estimated by the same functions
 (``lengen.sweep_estimate.planned_runs``, ``total_line``) from this machine's calibration; the
 runs at once come from ``hydra/launcher`` as the sweeper counts them. Nothing is written and no
 model is trained (each is built on the meta device). ``--each`` adds one line per job: its
-estimate and the overrides that vary between the jobs. What the estimate does not count is
+estimate and the overrides that vary between the jobs. Unlike the sweeper, it estimates jobs
+for a SLURM launcher too (from this machine's calibration, which does not describe the
+cluster's), and it neither packs seeds (``hydra.sweeper.pack``) nor skips invalid jobs. What the estimate does not count is
 the calibration's (docs/models.md "Looped depth": a looped stack's blocks are counted once).
 
 Exit 0 done; 2 an argument that Hydra cannot parse or a config that cannot be composed (one
