@@ -47,10 +47,11 @@ from lengen.pe.config.liere import GeneratorConfig, LieREConfig
 from lengen.pe.grid import check_grid_positions, has_position
 
 #: Largest set of rotation matrices formed at once (H × positions × n × b × b): 512K fp32 =
-#: 2 MiB, and ``matrix_exp``'s intermediates about 8 times that (1M: LieRE's pass at 8,192
-#: tokens 2.6x RoPE's resident peak, 512K: 1.3x; scripts/bench_options.py). Training lengths take one block (the default
-#: experiment: 4 heads × 33 positions × 32² = 135K for LieRE, 4 × 33 × 16 × 2² = 8K for
-#: ComRoPE), so the training path is the single call it was.
+#: 2 MiB, and ``matrix_exp``'s intermediates several times that; LieRE's and ComRoPE's pass
+#: at 8,192 tokens stays within 1.3x RoPE's peak (results/bench/cpu_options_memory_s24.json).
+#: Training lengths take one block (the default experiment: 4 heads × 33 positions × 32² =
+#: 135K for LieRE, 4 × 33 × 16 × 2² = 8K for ComRoPE), so the training path is the single
+#: call it was.
 ROTATION_ELEMENTS = 1 << 19
 
 
