@@ -46,10 +46,11 @@ def planned_device(cfg: DictConfig) -> tuple[str, int]:
     return device, max(1, processes)
 
 
-def run_estimate(cfg: DictConfig, members: int = 1) -> dict:
-    """One job's estimate -> {"seconds", "mechanism", "rough"}: its wall time at the load now
-    (a pack of ``members``: the whole pack's), whose mechanism's runs correct it later, and
-    whether any part is a rough guess (nothing of it measured here)."""
+def run_parts(cfg: DictConfig, members: int | None = None) -> tuple[dict, str | None]:
+    """(``Estimate.parts`` of one job, its mechanism): built on the meta device (shapes, no
+    weights) and asked of this machine's calibration as the run asks it once built. ``members``:
+    a pack's job (the whole pack's step); None: one run's, as ``lengen.pack.timing`` bounds
+    each member."""
     import torch
 
     from lengen.build import build
@@ -67,10 +68,34 @@ def run_estimate(cfg: DictConfig, members: int = 1) -> dict:
     samples = int(cfg.eval.get("samples") or 1)
     evaluation = eval_flops(*sizes, samples, [data.sequence_length(n) for n in lengths])
     protocol = str(cfg.eval.get("decoding") or "teacher_forced")
-    parts = estimate.parts(
-        int(cfg.trainer.max_steps), step, evaluation, protocol, len(lengths), members=members
-    )
+    keywords = {} if members is None else {"members": members}
+    steps = int(cfg.trainer.max_steps)
+    return estimate.parts(steps, step, evaluation, protocol, len(lengths), **keywords), mechanism
+
+
+def run_estimate(cfg: DictConfig, members: int = 1) -> dict:
+    """One job's estimate -> {"seconds", "mechanism", "rough"}: its wall time at the load now
+    (a pack of ``members``: the whole pack's), whose mechanism's runs correct it later, and
+    whether any part is a rough guess (nothing of it measured here)."""
+    parts, mechanism = run_parts(cfg, members)
     return {"seconds": parts["total"], "mechanism": mechanism, "rough": bool(parts["guessed"])}
+
+
+def check_pack_evaluation(cfg: DictConfig) -> None:
+    """Refuse (ConfigError, ``lengen.estimate_bound``) a pack whose members' evaluation their
+    solo runs would refuse: over ``LENGEN_MAX_EVAL_HOURS`` and over their training. Asked by
+    the pre-check of a pack sweep before Hydra writes anything (``lengen.preflight.packs``), of
+    one member (its packmates differ only in seeds and learning rate: the same cost). It needs
+    torch: the calibration is keyed by torch's threads and read by the built model's parameter
+    count and the data source's sequence lengths (the meta build gives both without weights).
+    No estimate (a build that fails: its job says why): nothing to bound."""
+    from lengen.estimate_bound import check_evaluation_time
+
+    try:
+        parts, _ = run_parts(cfg)
+    except Exception:  # noqa: BLE001 - no estimate: nothing to bound, as a solo run
+        return
+    check_evaluation_time(cfg, parts, int(cfg.trainer.max_steps))
 
 
 def _cost_key(cfg: DictConfig) -> str:

@@ -52,9 +52,27 @@ def check_pack_sweep(command, given: str | None, skipping: bool, cluster: bool) 
 
         plan_packs(jobs, cached, pack)
         configs = [cached(job) for job in jobs]
-        for members in group_jobs(configs, pack):
-            if len(members) > 1:
-                check_pack_memory(configs[members[0]], len(members))
+        packs = [members for members in group_jobs(configs, pack) if len(members) > 1]
+        for members in packs:
+            check_pack_memory(configs[members[0]], len(members))
+        if not cluster:  # SLURM's nodes are not this machine's calibration: their jobs ask
+            check_pack_evaluations([configs[members[0]] for members in packs])
+
+
+def check_pack_evaluations(firsts) -> None:
+    """Each pack's evaluation bounded as its solo runs' (``LENGEN_MAX_EVAL_HOURS``:
+    ``lengen.sweep_estimate.check_pack_evaluation``), one pack of each kind asked (packs of
+    equal ``pack_signature`` cost the same): refused here in one line, exit 2, before Hydra
+    writes anything; the packs' jobs found it only once their members were built, and the sweep
+    exited 1. Imports torch (the estimate needs it), so only sweeps with packs pay for it."""
+    from lengen.packable import pack_signature
+    from lengen.sweep_estimate import check_pack_evaluation
+
+    asked = set()
+    for cfg in firsts:
+        if (signature := pack_signature(cfg)) not in asked:
+            asked.add(signature)
+            check_pack_evaluation(cfg)
 
 
 def check_pack_memory(cfg, members: int) -> None:
