@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lengen.model.canon import causal_depthwise_conv
 from lengen.model.mixers.base import RecurrentMixer
 
 
@@ -46,39 +47,69 @@ def chunked_form(
     q, k: (B, H, T, dk); v: (B, H, T, dv); beta: (B, H, T) writing strengths (None: no delta
     rule, GLA); log_decay: (B, H, T) log α ≤ 0 (None: α = 1); state: (B, H, dk, dv) before the
     first token (None: zeros) -> outputs (B, H, T, dv), the state after the last token.
+
+    Terms that are exactly 0 or 1 are left out rather than computed (a zero start state's
+    products; without a gate, γ = 1 and the decay is the causal mask), so each case runs only
+    the ops it needs: at the default training size, one chunk from a zero state, that is half
+    the per-chunk ops (profiled for #49), with the same values.
     """
     batch, heads, length, dk = q.shape
-    if state is None:
-        state = q.new_zeros(batch, heads, dk, v.shape[-1])
     outputs = []
     for start in range(0, length, chunk_size):
         part = slice(start, min(start + chunk_size, length))
         qc, kc, vc = q[:, :, part], k[:, :, part], v[:, :, part]  # (B, H, C, d)
         size = qc.shape[2]
-        if log_decay is None:
-            cum = q.new_zeros(batch, heads, size)
+        causal = torch.ones(size, size, dtype=torch.bool, device=q.device).tril()
+        if log_decay is None:  # α = 1: γ_t = 1, γ_t / γ_j = 1 on and below the diagonal
+            cum = decay = None
         else:
             cum = log_decay[:, :, part].cumsum(-1)  # (B, H, C): log γ_t = Σ_{i ≤ t} log α_i
-        causal = torch.ones(size, size, dtype=torch.bool, device=q.device).tril()
-        # decay[t, j] = γ_t / γ_j for j ≤ t, else 0; masked before exp (γ_t / γ_j > 1 above)
-        decay = (cum[..., :, None] - cum[..., None, :]).masked_fill(~causal, -math.inf).exp()
-        carried = cum.exp()[..., None]  # (B, H, C, 1): γ_t, what survives of the start state
+            # decay[t, j] = γ_t / γ_j for j ≤ t, else 0; masked before exp (γ_t / γ_j > 1 above)
+            decay = (cum[..., :, None] - cum[..., None, :]).masked_fill(~causal, -math.inf).exp()
+        # (B, H, C, 1): γ_t, what survives of the start state; None: all of it
+        carried = None if cum is None else cum.exp()[..., None]
         if beta is None:
             written = vc  # (B, H, C, dv): GLA writes the values as they are
         else:
             bc = beta[:, :, part, None]  # (B, H, C, 1)
             # w_t = β_t (v_t − γ_t S₀ᵀ k_t − Σ_{j<t} (γ_t/γ_j) (k_t·k_j) w_j): a unit lower
-            # triangular system (I + A) w = β (v − γ K S₀), A strictly below the diagonal
-            strict = (kc @ kc.transpose(-1, -2)) * decay * bc  # (B, H, C, C)
-            strict = strict.masked_fill(~causal.tril(-1), 0.0)
-            rhs = bc * (vc - carried * (kc @ state))  # (B, H, C, dv)
-            written = torch.linalg.solve_triangular(strict, rhs, upper=False, unitriangular=True)
-        scores = (qc @ kc.transpose(-1, -2)) * decay  # (B, H, C, C), causal incl. the diagonal
-        outputs.append(carried * (qc @ state) + scores @ written)  # (B, H, C, dv)
-        last = cum[..., -1:]  # (B, H, 1)
-        kept = (last - cum).exp()[..., None]  # (B, H, C, 1): γ_C / γ_j
-        state = last.exp()[..., None] * state + (kc * kept).transpose(-1, -2) @ written
-    return torch.cat(outputs, dim=2), state
+            # triangular system (I + A) w = β (v − γ K S₀), A strictly below the diagonal. The
+            # solve reads only that part of A (unitriangular, lower) and its gradient is
+            # projected onto it, so the diagonal and the upper triangle need no masking.
+            strict = kc @ kc.transpose(-1, -2)  # (B, H, C, C)
+            strict = (strict if decay is None else strict * decay) * bc
+            rhs = vc if state is None else vc - _scaled(carried, kc @ state)  # (B, H, C, dv)
+            written = torch.linalg.solve_triangular(
+                strict, bc * rhs, upper=False, unitriangular=True
+            )  # (B, H, C, dv)
+        scores = qc @ kc.transpose(-1, -2)  # (B, H, C, C)
+        # causal incl. the diagonal: the decay is 0 above it, the mask where there is none
+        scores = scores.masked_fill(~causal, 0.0) if decay is None else scores * decay
+        chunk = scores @ written  # (B, H, C, dv)
+        outputs.append(chunk if state is None else _scaled(carried, qc @ state) + chunk)
+        update = kc if cum is None else kc * (cum[..., -1:] - cum).exp()[..., None]  # γ_C / γ_j
+        update = update.transpose(-1, -2) @ written  # (B, H, dk, dv)
+        if state is not None:  # γ_C S₀ + Σ_j (γ_C / γ_j) k_j w_jᵀ
+            update = (
+                _scaled(None if cum is None else cum[..., -1:].exp()[..., None], state) + update
+            )
+        state = update
+    if state is None:  # no token: the zero start state, unchanged
+        state = q.new_zeros(batch, heads, dk, v.shape[-1])
+    # one chunk (the default training size): its output as it is, not copied by cat
+    return (outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)), state
+
+
+def _unit(x: Tensor, scale: float = 1.0) -> Tensor:
+    """scale · x / ‖x‖ over the last dim (F.normalize's, eps 1e-12, times scale), as a product
+    with a (…, 1) factor: F.normalize divides by the norm expanded to x's shape, whose
+    backward then forms three tensors of x's size (profiled for #49)."""
+    return x * (scale / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(1e-12))
+
+
+def _scaled(factor: Tensor | None, x: Tensor) -> Tensor:
+    """factor · x, where None stands for a factor of exactly 1 (no op)."""
+    return x if factor is None else factor * x
 
 
 def recurrent_form(
@@ -172,31 +203,45 @@ class LinearMixer(RecurrentMixer):
         (B, w − 1, 3D; None: zeros, the sequence's start) -> (B, T, 3D), the new tail."""
         if tail is None:
             tail = projected.new_zeros(projected.shape[0], self.conv_size - 1, projected.shape[2])
-        padded = torch.cat([tail, projected], dim=1)  # (B, w − 1 + T, 3D)
-        mixed = self.conv(padded.transpose(1, 2)).transpose(1, 2)  # (B, T, 3D): no padding
-        # the tail is copied: a slice would keep the whole (B, w − 1 + T, 3D) tensor alive in
-        # the decoding state, which then grew with the prompt (scripts/bench_options.py)
-        return F.silu(mixed), padded[:, padded.shape[1] - (self.conv_size - 1) :].clone()
+        # Canon's convolution (the same causal sum; no copy to conv1d's layout, see there);
+        # the weights stay nn.Conv1d's (3D, 1, w), so checkpoints keep their keys and shapes
+        mixed = causal_depthwise_conv(projected, self.conv.weight[:, 0], tail)  # (B, T, 3D)
+        kept, length = self.conv_size - 1, projected.shape[1]
+        # the last w − 1 inputs, from the tail where T < w − 1; copied: a slice would keep the
+        # whole projected input alive in the decoding state, which then grew with the prompt
+        # (scripts/bench_options.py)
+        recent = torch.cat(
+            [tail, projected[:, max(0, length - kept) :]], dim=1
+        )  # (B, ≤ 2(w − 1), 3D)
+        tail = recent[:, recent.shape[1] - kept :].clone()  # (B, w − 1, 3D)
+        return F.silu(mixed), tail
 
     def terms(self, x: Tensor, tail: Tensor | None = None):
         """x (B, T, D) and the convolution's tail -> (q, k (B, H, T, dk) with q scaled by
         dk^−½, v (B, H, T, dv), β and log α (B, H, T) or None), the new tail."""
-        q, k, v = self.query(x), self.key(x), self.value(x)  # (B, T, D) each
         if self.conv_size:
-            qkv, tail = self.convolve(torch.cat([q, k, v], dim=-1), tail)
+            # one product with the three weights stacked, not three and a concatenation of
+            # their outputs: the convolution reads q, k and v together (the same values)
+            stacked = torch.cat([self.query.weight, self.key.weight, self.value.weight])
+            qkv, tail = self.convolve(F.linear(x, stacked), tail)  # (B, T, 3D)
             q, k, v = qkv.chunk(3, dim=-1)  # SiLU'd by the convolution
-        elif self.delta:  # SiLU before the L2 norm (fla's DeltaNet)
-            q, k = F.silu(q), F.silu(k)
+        else:
+            q, k, v = self.query(x), self.key(x), self.value(x)  # (B, T, D) each
+            if self.delta:  # SiLU before the L2 norm (fla's DeltaNet)
+                q, k = F.silu(q), F.silu(k)
         q, k, v = self.heads(q), self.heads(k), self.heads(v)
+        scale = self.head_dim**-0.5
         if self.delta:  # ‖k‖ = 1 keeps I − β k kᵀ's eigenvalues in [1 − β, 1]
-            q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+            q, k = _unit(q, scale), _unit(k)
+        else:
+            q = q * scale
         beta = None
         if self.delta:
             beta = self.beta_scale * torch.sigmoid(self.beta(x)).transpose(1, 2)  # (B, H, T)
         log_decay = None
         if self.gated:
             log_decay = mamba2_log_decay(self.decay(x), self.a_log, self.dt_bias)  # (B, H, T)
-        return (q * self.head_dim**-0.5, k, v, beta, log_decay), tail
+        return (q, k, v, beta, log_decay), tail
 
     def memory_shapes(self, batch: int) -> list[tuple[int, ...]]:
         return [(batch, self.n_heads, self.head_dim, self.head_dim)]  # S: (B, H, dk, dv)
