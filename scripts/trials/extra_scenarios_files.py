@@ -24,7 +24,9 @@ SCENARIOS = {
         Scenario(
             "UP03",
             "UP03, UP03b",
-            "stick_breaking on a 12 MB tmpfs filled once training ended; resume=true after "
+            "stick_breaking on a 12 MB tmpfs filled once the final checkpoint exists (debug=fast "
+            "prints no progress lines, and writes its only checkpoint when training ends); "
+            "resume=true after "
             "the filler is removed; against an undisturbed run",
             [
                 Step("tmpfs", TMPFS, shell=True),
@@ -32,7 +34,7 @@ SCENARIOS = {
                     "UP03",
                     "train.py debug=fast pe=stick_breaking eval.lengths=[8,16,32] "
                     "hydra.run.dir=$W/t/run",
-                    on=(r"trained to step \d+.*evaluating", FILL),
+                    on=("file:t/run/checkpoints/last.ckpt", FILL),
                     files=("t/run/checkpoints/last.ckpt", "t/run/results.json"),
                 ),
                 Step("free", "rm -f t/fill", shell=True),
@@ -163,15 +165,15 @@ SCENARIOS = {
         Scenario(
             "DF03",
             "DF03b",
-            "DF03's stand-in (debug=fast, no periodic checkpoint) on a tmpfs filled once training "
-            "ended, then resume=true once the filler is removed",
+            "DF03's stand-in (debug=fast, no periodic checkpoint) on a tmpfs filled once the "
+            "final checkpoint exists, then resume=true once the filler is removed",
             [
                 Step("tmpfs", TMPFS, shell=True),
                 Step(
                     "DF03",
                     "train.py debug=fast eval.lengths=[8,16] trainer.checkpoint_every_n_steps=null "
                     "hydra.run.dir=$W/t/run",
-                    on=(r"trained to step \d+.*evaluating", FILL),
+                    on=("file:t/run/checkpoints/last.ckpt", FILL),
                     files=("t/run/checkpoints/last.ckpt", "t/run/results.json"),
                 ),
                 Step("free", "rm -f t/fill", shell=True),

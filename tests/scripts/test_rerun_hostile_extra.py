@@ -93,3 +93,10 @@ def test_a_file_moment_fires_once_the_file_exists(extra, tmp_path):
     step = extra.Step("s", "sleep 0.3; touch m; sleep 60", shell=True, on=("file:m", "TERM"))
     (record,) = extra.run_scenario(scenario(extra, step), str(tmp_path), str(ROOT), "python", 50)
     assert (record["exit"], record["fired_at"].split(" at ")[0]) == (-15, "file:m")
+
+
+def test_compare_leaves_the_cache_hit_out(extra, tmp_path):
+    first = {**RESULTS, "data": {"cache": {"key": "k", "hit": False, "tokenizer_hit": False}}}
+    second = {**RESULTS, "data": {"cache": {"key": "k", "hit": True, "tokenizer_hit": True}}}
+    out = extra.compare(write_run(tmp_path / "a", first), write_run(tmp_path / "b", second))
+    assert out["other keys"] == "identical"
