@@ -52,6 +52,16 @@ ROWS: dict[str, tuple[list[str], list[str]]] = {
     "deltanet": (["model.mixer=deltanet", "pe=nope"], []),
     "gated_deltanet": (["model.mixer=gated_deltanet", "pe=nope"], []),
     "lstm": (["model.mixer=lstm", "pe=nope"], []),
+    # the chunked mixers at smaller chunks than the yamls' 64 (which, as 32, is one chunk of the
+    # 32 tokens a 64 × 33 step feeds): more sequential chunks of smaller C² products (#49)
+    **{
+        f"{mixer}_chunk{size}": (
+            [f"model.mixer={{mixer:{mixer},chunk_size:{size}}}", "pe=nope"],
+            [],
+        )
+        for mixer in ("gla", "deltanet", "gated_deltanet")
+        for size in (8, 16)
+    },
     "hybrid_3to1": (
         ["model.mixers=[gla,gla,gla,attention]", "model.n_layers=4"],
         ["model.n_layers=4"],
