@@ -10,9 +10,10 @@
 #                                             nearest is Table 4's key bias with value 0)
 #   sigmoid    pe=rope model.attn_fn=sigmoid  sigmoid(l − log n), no normalisation (Table 6's
 #                                             sigmoid row has no −log n bias: Ramapuram et al.'s)
-# then per arm Gu et al.'s Sink^ε_1 (eval.diagnostics' sink_rate at 64 tokens, ε = 0.3, 100
-# windows) as mean ± 95% t interval over seeds beside the paper's cell and the trivial baseline
-# (uniform causal attention: α = H_64 / 64 = 0.074 < ε, rate 0), and perplexity at 128:
+# then scripts/aggregate.py's tables and verdict classes, and per arm Gu et al.'s Sink^ε_1
+# (eval.diagnostics' sink_rate at 64 tokens, ε = 0.3, 100 windows) as mean ± 95% t interval
+# over seeds beside the paper's cell and the trivial baseline (uniform causal attention: α =
+# H_64 / 64 = 0.074 < ε, rate 0), and perplexity at 128:
 # sinks.md / sinks.csv in the sweep folder, printed. Hydra multiruns through hydra/launcher=local
 # (one run per core, one torch thread each), resume=auto (a re-run trains only what is missing).
 #   bash scripts/reproduce_sinks_by_encoding.sh [sweep dir] [overrides…]   (default
@@ -50,6 +51,7 @@ for option in $options; do
     train pe=rope "${option_overrides[$option]}" "$@"
 done
 if [[ -n ${DRY:-} ]]; then  # the sweep's estimate, as the sweeper prints it before its first run
+    echo "+ $python scripts/aggregate.py $sweep --metric ppl"
     echo "+ (the per-arm table: $sweep/sinks.md, sinks.csv)"
     "$python" - "$encodings" "$options" "$seeds" "$@" <<'EOF'
 import os
@@ -73,6 +75,8 @@ print(total_line(planned_runs(configs, [1] * len(configs)), workers=os.cpu_count
 EOF
     exit 0
 fi
+# the sweep's tables and verdict classes (summary.ppl.csv, verdicts.json, …), then the sink table
+"$python" scripts/aggregate.py "$sweep" --metric ppl || status=$?
 "$python" - "$sweep" <<'EOF' || status=$?
 """Per arm: Gu et al.'s Sink^ε_1 at 64 tokens over seeds beside their cell and the baseline."""
 import csv

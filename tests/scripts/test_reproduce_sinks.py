@@ -46,7 +46,8 @@ def jobs(calls: list[list[str]]) -> list[frozenset]:
     """The (key, value) pairs that say what each job trains, expanded as Hydra's sweeper does."""
     found = []
     for arguments in calls:
-        assert arguments[:2] == ["train.py", "-m"], arguments
+        if arguments[:2] != ["train.py", "-m"]:  # the sweep's aggregation
+            continue
         overrides = OverridesParser.create().parse_overrides(arguments[2:])
         for job in BasicSweeper.split_arguments(overrides, None)[0]:
             parsed = OverridesParser.create().parse_overrides(job)
@@ -82,7 +83,8 @@ def test_a_dry_run_trains_nothing_and_prints_the_commands(tmp_path):
     assert done.returncode == 0, done.stderr
     assert calls == []
     printed = [line for line in done.stdout.splitlines() if line.startswith("+ ")]
-    assert len(printed) == 3 and printed[1].endswith("pe=rope model.attn_fn=sigmoid")
+    assert len(printed) == 4 and printed[1].endswith("pe=rope model.attn_fn=sigmoid")
+    assert printed[2].endswith(f"scripts/aggregate.py {tmp_path / 'sweep'} --metric ppl")
     assert "sweep: 2 runs" in done.stdout and not (tmp_path / "sweep").exists()
 
 
