@@ -71,3 +71,27 @@ def test_a_member_whose_results_meet_a_full_disk_leaves_the_others_finished(
         "ResultsWriteError",
         True,
     )
+
+
+def test_a_member_whose_checkpoint_meets_torchs_full_disk_error_leaves_as_failed(
+    tmp_path, single_thread, monkeypatch
+):
+    """torch.save raises a RuntimeError, not an OSError, when the disk fills beneath its zip
+    writer (a 96 KB tmpfs: every member was failed with that traceback)."""
+    import torch
+
+    dirs = [tmp_path / "pack" / f"seed={seed}" for seed in (0, 1)]
+    cfgs = [small(*STEPS, f"seed={seed}") for seed in (0, 1)]
+    real = torch.save
+
+    def save(state, handle, *args, **kwargs):
+        if str(dirs[1]) in str(getattr(handle, "name", handle)):
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1 vs 2")
+        return real(state, handle, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save)
+    outcomes = train_pack(cfgs, dirs)
+    assert (outcomes[1]["type"], (dirs[0] / "results.json").is_file()) == (
+        "CheckpointWriteError",
+        True,
+    )

@@ -89,6 +89,29 @@ def non_finite_weights(state: dict) -> str | None:
 
 # -- resuming ---------------------------------------------------------------------------------
 # -- writing ---------------------------------------------------------------------------------
+#: what torch.save's zip writer raises when the file beneath it cannot be written (a full disk:
+#: "[enforce fail at inline_container.cc:672] . unexpected pos 39104 vs 39056", seen on a full
+#: tmpfs): a RuntimeError, not the OSError of the write it could not make
+TORCH_WRITE_FAILURES = ("unexpected pos", "file write failed", "PytorchStreamWriter failed")
+
+
+def write_failure(error: BaseException, folder: Path) -> str | None:
+    """Why a checkpoint could not be written into ``folder`` (its OSError's reason, or that
+    of torch's writer, with the disk's state), or None for an error that is no failed write."""
+    import os
+
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    if not isinstance(error, RuntimeError) or not any(
+        text in str(error) for text in TORCH_WRITE_FAILURES
+    ):
+        return None
+    with contextlib.suppress(OSError):
+        if os.statvfs(folder).f_bavail == 0:
+            return os.strerror(28)  # ENOSPC: what the write beneath torch's writer met
+    return f"torch's writer stopped: {str(error).splitlines()[0]}"
+
+
 class LocalCheckpointIO(TorchCheckpointIO):
     """Lightning's checkpoint writer, writing straight to the path it is given.
 
@@ -114,7 +137,9 @@ def save_checkpoint(trainer: pl.Trainer, path: Path) -> None:
         trainer.save_checkpoint(tmp, weights_only=False)  # every rank calls it; rank 0 writes
         if trainer.is_global_zero:
             replace_durably(tmp, path)
-    except OSError as error:
+    except (OSError, RuntimeError) as error:
+        if (reason := write_failure(error, path.parent)) is None:
+            raise
         with contextlib.suppress(OSError):  # a read-only folder refuses the cleanup too
             tmp.unlink(missing_ok=True)
         if path.exists():
@@ -124,7 +149,7 @@ def save_checkpoint(trainer: pl.Trainer, path: Path) -> None:
             kept = "no checkpoint was kept, so the run cannot be resumed; allowed: free the "
             advice = "disk (or make it writable) and start the run again in a new hydra.run.dir"
         raise CheckpointWriteError(
-            f"checkpoint: writing {path} failed ({error.strerror or error}); {kept}{advice}"
+            f"checkpoint: writing {path} failed ({reason}); {kept}{advice}"
         ) from None
     trainer.strategy.barrier("lengen.save_checkpoint")
 

@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 
 from lengen.atomic import replace_durably
 from lengen.build import instantiate_named
+from lengen.checkpoints import write_failure
 from lengen.checks import CheckpointWriteError, TrainingDiverged
 from lengen.evaluation.metrics import add_stats, batch_stats, summarise
 from lengen.lit import CriterionStop
@@ -192,11 +193,13 @@ class Member:
             with open(tmp, "wb") as handle:
                 torch.save(state, handle)
             replace_durably(tmp, path)
-        except OSError as error:
+        except (OSError, RuntimeError) as error:  # torch's writer: a RuntimeError on a full disk
+            if (reason := write_failure(error, path.parent)) is None:
+                raise
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
             raise CheckpointWriteError(
-                f"checkpoint: writing {path} failed ({error.strerror or error}); allowed: free "
+                f"checkpoint: writing {path} failed ({reason}); allowed: free "
                 f"the disk (or make it writable), then resume=auto with the same sweep"
             ) from None
 
