@@ -98,6 +98,7 @@ TORCH_WRITE_FAILURES = ("unexpected pos", "file write failed", "PytorchStreamWri
 def write_failure(error: BaseException, folder: Path) -> str | None:
     """Why a checkpoint could not be written into ``folder`` (its OSError's reason, or that
     of torch's writer, with the disk's state), or None for an error that is no failed write."""
+    import errno
     import os
 
     if isinstance(error, OSError):
@@ -108,7 +109,7 @@ def write_failure(error: BaseException, folder: Path) -> str | None:
         return None
     with contextlib.suppress(OSError):
         if os.statvfs(folder).f_bavail == 0:
-            return os.strerror(28)  # ENOSPC: what the write beneath torch's writer met
+            return os.strerror(errno.ENOSPC)  # what the write beneath torch's writer met
     return f"torch's writer stopped: {str(error).splitlines()[0]}"
 
 
