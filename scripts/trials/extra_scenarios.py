@@ -193,13 +193,15 @@ SCENARIOS = {
         Scenario(
             "SN12",
             "SN12a, SN12b",
-            "a sweep's process group SIGKILLed during its first run's training, then the same "
+            "a sweep's process group SIGKILLed as its first run starts training, then the same "
             "sweep with resume=auto at once",
             [
                 Step(
                     "SN12a",
                     f"{SWEEP} seed=0,1 hydra.sweep.dir=$W/sw",
-                    on=(r"\] step \d+/", "gKILL"),
+                    # its first run's estimate line: that run is built and about to train
+                    # (debug=fast prints no progress lines)
+                    on=(r"^\[.*\] estimate:", "gKILL"),
                 ),
                 Step("SN12b", f"{SWEEP} seed=0,1 resume=auto hydra.sweep.dir=$W/sw"),
             ],
