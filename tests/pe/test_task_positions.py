@@ -13,8 +13,9 @@ import math
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
-from helpers import TINY, compose_train, sharpen, yaml_choices
+from helpers import CONFIG_DIR, TINY, compose_train, pe_factory, sharpen, yaml_choices
 from lengen.build import build
 from lengen.model.kernels import attend
 from lengen.pe import PositionalEncoding
@@ -49,11 +50,12 @@ def eval_batch(data, length: int = LENGTH, samples: int = 3) -> dict:
     return next(iter(data.batches_of(inputs, samples)))
 
 
+# READING and BLIND are computed at collection, in every xdist worker: from the yaml (as
+# helpers.pe_factory reads it), not from a composed train config and a built model (~0.5 s each)
 def reads_positions(pe: str) -> bool:
-    """Whether the encoding's hooks read positions (others are refused with task positions)."""
-    cfg = compose_train(f"pe={pe}", *TINY)
-    _, model, _ = build(cfg)
-    return model.stack.pe.reads_positions
+    """Whether the encoding's hooks read positions (others are refused with task positions),
+    built as TINY's model builds it (its two layers: a schedule reads per layer)."""
+    return pe_factory(pe)(d_model=16, n_heads=2, causal=True, n_layers=2).reads_positions
 
 
 def takes_task_positions(pe: str) -> bool:
@@ -61,7 +63,7 @@ def takes_task_positions(pe: str) -> bool:
     positions (Random Float Sampling, Randomized YaRN) refuse them in one line."""
     from lengen.pe.config import check_encoding
 
-    node = compose_train(f"pe={pe}", *TINY).pe
+    node = OmegaConf.load(CONFIG_DIR / "pe" / f"{pe}.yaml")
     try:
         check_encoding(node, d_model=32, n_heads=4, train_positions=8, task_positions=True)
     except ValueError as error:
