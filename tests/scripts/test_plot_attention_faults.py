@@ -32,9 +32,7 @@ def test_a_length_past_the_map_limit_is_refused_from_the_config(plot, tmp_path, 
     )
 
 
-def test_too_many_samples_for_an_own_attention_are_refused_from_the_config(
-    plot, tmp_path, capsys
-):
+def test_too_many_samples_for_an_own_attention_are_refused_from_the_config(plot, tmp_path, capsys):
     run = config_only_run(tmp_path / "path", "pe=path", "model.n_heads=4")
     assert plot.main(["attention", str(run), "--length", "16", "--samples", "100000"]) == 2
     most = (1 << 24) // (4 * 33 * 33)
@@ -49,6 +47,18 @@ def test_a_length_past_the_map_limit_is_refused_before_torch_is_imported(tmp_pat
         "import sys\n"
         "from helpers import load_script\n"
         f"status = load_script('plot').main(['attention', {str(run)!r}, '--length', '100000'])\n"
+        "print(status, 'torch' in sys.modules)"
+    )
+    assert out.splitlines()[-1] == "2 False"
+
+
+def test_too_many_samples_for_an_own_attention_are_refused_before_torch_is_imported(tmp_path):
+    run = config_only_run(tmp_path / "path", "pe=path")
+    arguments = ["attention", str(run), "--length", "16", "--samples", "100000"]
+    out = fresh_python(
+        "import sys\n"
+        "from helpers import load_script\n"
+        f"status = load_script('plot').main({arguments!r})\n"
         "print(status, 'torch' in sys.modules)"
     )
     assert out.splitlines()[-1] == "2 False"

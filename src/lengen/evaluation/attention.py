@@ -42,6 +42,10 @@ from torch import Tensor
 import lengen.model.attention as attention_module
 from lengen.model import block_options
 
+# MAX_OWN_WEIGHTS, the largest (B × H × Tq × Tk) weights formed for an encoding that attends
+# itself, is defined with the encodings' torch-free configs, which plot.py's pre-check reads
+from lengen.pe.config.base import MAX_OWN_WEIGHTS
+
 #: Largest block of weights (B × H × queries × keys) formed at once by the recorder: 4M fp32
 #: = 16 MiB, a few temporaries of that size per block.
 MAX_BLOCK_ELEMENTS = 1 << 22
@@ -49,10 +53,6 @@ MAX_BLOCK_ELEMENTS = 1 << 22
 #: the scalar statistics, in the order figures and tables show them
 SCALAR_STATISTICS = ("entropy", "entropy_normalized", "max_weight", "sink_mass")
 
-
-#: Largest (B × H × Tq × Tk) weights formed for an encoding that attends itself: 16M fp32 =
-#: 64 MiB, and Tk / (columns per call) calls of its kernel (4 at 1,024 keys with B·H = 16)
-MAX_OWN_WEIGHTS = 1 << 24
 
 
 def weights_unavailable(pe, q: Tensor | None = None, k: Tensor | None = None) -> str | None:

@@ -2,7 +2,7 @@
 the tokens of one instance at ``--length`` (the task's own ``extent``) and, for an encoding
 that computes attention itself, its weights per call. G11 and G12 (the hostile trial) were
 refused only after 25-28 s, once the checkpoint was loaded and the model built; from the
-config they are refused in about two seconds. ``lengen.attention_maps.map_refusal`` asks the
+config they are refused before torch is imported. ``lengen.attention_maps.map_refusal`` asks the
 same of the loaded model (text runs, schedules, a user's encoding: what the config cannot say).
 """
 
@@ -54,7 +54,7 @@ def map_size_refusal(
         )
     if own is None:
         return None
-    from lengen.evaluation.attention import MAX_OWN_WEIGHTS  # imports torch: only here
+    from lengen.pe.config.base import MAX_OWN_WEIGHTS
 
     per_instance = n_heads * tokens * tokens  # (H, T, T) weights of one instance
     if samples * per_instance <= MAX_OWN_WEIGHTS:

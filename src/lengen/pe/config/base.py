@@ -30,6 +30,13 @@ from lengen.checks import check_heads, positive_int
 from lengen.pe.config.logits import check_plain_logits
 from lengen.schema import Config, flag, integer, node_options, number, one_of, option
 
+#: Largest (B × H × Tq × Tk) weights formed for an encoding that computes attention itself
+#: (``computes_attention``: its weights are formed by calling it with one-hot values): 16M fp32
+#: = 64 MiB, and Tk / (columns per call) calls of its kernel (4 at 1,024 keys with B·H = 16).
+#: Here, torch-free, so plot.py's pre-check reads it (``lengen.preflight.attention_maps``);
+#: ``lengen.evaluation.attention`` forms the weights
+MAX_OWN_WEIGHTS = 1 << 24
+
 #: the base of the sinusoid frequencies (Vaswani et al.), kept by RoPE, xPos, Sandwich and
 #: PoPE: their configs' default, and their pure functions' (written here once)
 BASE = 10000.0
