@@ -66,8 +66,8 @@ def chunked_form(
             cum = log_decay[:, :, part].cumsum(-1)  # (B, H, C): log γ_t = Σ_{i ≤ t} log α_i
             # decay[t, j] = γ_t / γ_j for j ≤ t, else 0; masked before exp (γ_t / γ_j > 1 above)
             decay = (cum[..., :, None] - cum[..., None, :]).masked_fill(~causal, -math.inf).exp()
-        # (B, H, C, 1): γ_t, what survives of the start state; None: all of it
-        carried = None if cum is None else cum.exp()[..., None]
+        # (B, H, C, 1): γ_t, what survives of the start state; None: all of it (or no state)
+        carried = None if cum is None or state is None else cum.exp()[..., None]
         if beta is None:
             written = vc  # (B, H, C, dv): GLA writes the values as they are
         else:
