@@ -8,10 +8,11 @@
 # 1e-3 (the committed runs' curves); the budget is also the learning-rate horizon, so the 1e-3
 # runs are not the committed 20,000-step runs cut short (their cosine decays twice as fast).
 # One seed by default (SEEDS=0,1,2 for more; on one GPU pack them: hydra.sweeper.pack=3).
-# Hydra multirun through hydra/launcher=local (one run per core, one torch thread each),
-# resume=auto, then the tables, verdict classes and figures (scripts/summarize_tasks.sh; the
-# verdict is per learning rate only where the two rates are aggregated apart: the summary's
-# settings column names optim.lr).
+# One Hydra multirun per learning rate, each into a folder of its own (<sweep dir>/lr_<rate>), so
+# that each rate's tables and verdict class compare the two arms at that rate (aggregate.py
+# makes one comparison of a folder's task, model and length); through hydra/launcher=local (one
+# run per core, one torch thread each), resume=auto, then per folder the tables, verdict
+# classes and figures (scripts/summarize_tasks.sh).
 #   bash scripts/pilot_indirect_indexing_lr.sh [sweep dir] [overrides…]
 #        (default results/multiruns/indirect_indexing_lr)
 #   DRY=1 bash scripts/pilot_indirect_indexing_lr.sh    (the commands and the sweep's estimate only)
@@ -20,7 +21,10 @@ cd "$(dirname "$0")/.."
 source scripts/recipe_sweeps.sh
 sweep_dir=${1:-results/multiruns/indirect_indexing_lr}
 shift $(($# > 0))  # the rest: overrides for every run (a launcher, its partition, …)
-sweep experiment=indirect_indexing_small pe=pope,rope optim.lr=1e-3,3e-3 trainer.max_steps=10000 \
-    seed="${SEEDS:-0}" resume=auto hydra.sweep.dir="$sweep_dir" hydra/launcher=local "$@"
-summarize "$sweep_dir"
+rates=(1e-3 3e-3)
+for rate in "${rates[@]}"; do
+    sweep experiment=indirect_indexing_small pe=pope,rope optim.lr="$rate" trainer.max_steps=10000 \
+        seed="${SEEDS:-0}" resume=auto hydra.sweep.dir="$sweep_dir/lr_$rate" hydra/launcher=local "$@"
+done
+for rate in "${rates[@]}"; do summarize "$sweep_dir/lr_$rate"; done
 finish

@@ -105,6 +105,35 @@ def test_the_depth_pilot_runs_every_arm_of_g_at_1_2_and_4_layers(tmp_path):
     assert arms == {(pe, layers) for pe in ("path", "rope", "nope") for layers in (1, 2, 4)}
 
 
+@pytest.mark.parametrize(
+    ("script", "key"),
+    [
+        ("pilot_state_tracking_depth.sh", "model.n_layers"),
+        ("pilot_indirect_indexing_lr.sh", "optim.lr"),
+    ],
+)
+def test_a_pilot_sweeps_each_setting_into_a_folder_of_its_own(script, key, tmp_path):
+    # aggregate.py makes one comparison of a folder's task, model and length: a folder per
+    # depth (per rate) gives each its own verdict class
+    calls, _ = recorded(script, tmp_path)
+    folders = {}  # sweep folder -> the values of key its jobs take
+    for arguments in calls:
+        if arguments[:2] == ["train.py", "-m"]:
+            values = dict(a.partition("=")[::2] for a in arguments[2:])
+            folders.setdefault(values["hydra.sweep.dir"], set()).add(values[key])
+    assert len(folders) >= 2 and all(len(values) == 1 for values in folders.values())
+    summarized = {a[1] for a in calls if a[0] == "scripts/aggregate.py"}
+    assert summarized == set(folders)
+
+
+def test_a_depth_that_is_no_positive_integer_is_refused_in_one_line(tmp_path):
+    calls, done = recorded("pilot_state_tracking_depth.sh", tmp_path, LAYERS="1,two")
+    assert done.returncode == 2 and calls == []
+    assert done.stderr.strip().splitlines() == [
+        "error: LAYERS: 'two' is not a positive integer; give e.g. LAYERS=1,2,4"
+    ]
+
+
 def test_the_lr_pilot_runs_every_arm_of_h_at_both_rates_for_10000_steps(tmp_path):
     found = jobs(recorded("pilot_indirect_indexing_lr.sh", tmp_path)[0])
     arms = {(dict(job)["pe"], dict(job)["optim.lr"]) for job in found}
