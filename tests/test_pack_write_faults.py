@@ -95,3 +95,20 @@ def test_a_member_whose_checkpoint_meets_torchs_full_disk_error_leaves_as_failed
         "CheckpointWriteError",
         True,
     )
+
+
+def test_a_member_whose_folder_is_full_at_the_start_leaves_the_others_training(
+    tmp_path, single_thread, monkeypatch
+):
+    """Its config.yaml cannot be written (a folder on a full disk from the start): it alone
+    fails, where the OSError failed every member with a traceback."""
+    import lengen.rundir.saved_config as saved
+
+    dirs = [tmp_path / "pack" / f"seed={seed}" for seed in (0, 1)]
+    cfgs = [small(*STEPS, f"seed={seed}") for seed in (0, 1)]
+    monkeypatch.setattr(saved, "atomic_write", full_in(dirs[1], saved.atomic_write))
+    outcomes = train_pack(cfgs, dirs)
+    assert (outcomes[1]["type"], (dirs[0] / "results.json").is_file()) == (
+        "CheckpointWriteError",
+        True,
+    )

@@ -67,8 +67,16 @@ def train_pack(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path]) -> li
     check_evaluation_bound(members, pack_device(cfgs[0]))  # hours of evaluation unasked: refused
     pack = {"size": len(cfgs), "members": [path.name for path in paths]}
     with contextlib.ExitStack() as owned:
+        started = []
         for member in members:  # each directory locked while the pack runs
-            member.start(owned.enter_context(member.directory.owned(member.cfg)))
+            try:
+                member.start(owned.enter_context(member.directory.owned(member.cfg)))
+            except OSError as error:  # its own folder cannot be written: it alone fails
+                results[member.index] = left_pack(member, error)
+                continue
+            started.append(member)
+        if not (members := started):
+            return results
         owned.enter_context(member_logs([member.directory.path for member in members]))
         device = pack_device(cfgs[0])
         prepare(members, device)
@@ -432,20 +440,25 @@ class PackRun:
             self.leave(member, error)
 
     def leave(self, member: Member, error: BaseException) -> None:
-        """A member whose own files cannot be written (a full disk, a read-only folder) leaves
-        the pack as a failed run, said in one line and in its failed.json where that can be
-        written (its last checkpoint kept, so ``resume=auto`` continues it); the other members
-        train and finish: their results are not lost with it."""
-        if isinstance(error, OSError):  # a log or figure written outside the usual guards
-            error = CheckpointWriteError(
-                f"writing into {member.directory.path} failed ({error.strerror or error}); "
-                f"allowed: free the disk (or make it writable), then resume=auto with the same "
-                f"sweep"
-            )
-        line = str(error).splitlines()[0] if str(error) else type(error).__name__
-        member.directory.record_failure(error)
-        if member.logger:
-            with contextlib.suppress(Exception):
-                member.logger.finalize("failed")
-        print(f"[{member.directory.path.name}] error: {line}", flush=True)
-        self.outcomes[member.index] = {"error": line, "type": type(error).__name__}
+        """``left_pack`` in training: the member's outcome is its error."""
+        self.outcomes[member.index] = left_pack(member, error)
+
+
+def left_pack(member: Member, error: BaseException) -> dict:
+    """A member whose own files cannot be written (a full disk, a read-only folder) leaves
+    the pack as a failed run -> its outcome ({"error", "type"}): said in one line and in its
+    failed.json where that can be written (its last checkpoint kept, so ``resume=auto``
+    continues it); the other members train and finish: their results are not lost with it."""
+    if isinstance(error, OSError):  # a log, card or config written outside the usual guards
+        error = CheckpointWriteError(
+            f"writing into {member.directory.path} failed ({error.strerror or error}); "
+            f"allowed: free the disk (or make it writable), then resume=auto with the same "
+            f"sweep"
+        )
+    line = str(error).splitlines()[0] if str(error) else type(error).__name__
+    member.directory.record_failure(error)
+    if member.logger:
+        with contextlib.suppress(Exception):
+            member.logger.finalize("failed")
+    print(f"[{member.directory.path.name}] error: {line}", flush=True)
+    return {"error": line, "type": type(error).__name__}
