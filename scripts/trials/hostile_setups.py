@@ -127,6 +127,10 @@ cat $REPO/README.md $REPO/docs/*.md | head -c 300000 > td/corpus.txt
     "fox_swap": "test -f .built-nsweep && cp -a $(ls -d nsweep/*_fox_*) fox_swap && "
     "cp $(ls -d nsweep/*_path_*)/checkpoints/last.ckpt fox_swap/checkpoints/last.ckpt",
     "fox_nocfg": "test -f .built-nsweep && cp -a $(ls -d nsweep/*_fox_*) fox_nocfg && rm fox_nocfg/config.yaml",
+    # nsweep with one NaN accuracy (AG05, PL05)
+    "sweep_nan": f"""damage() {{ {DAMAGE} }}
+test -f .built-nsweep && cp -a nsweep sweep_nan && damage $(ls -d sweep_nan/*_fox_*)/results.json accuracy NaN
+""",
     # a BPE cache built by one run, then damaged as CC1 and CC2 say
     "cache": "$P $REPO/train.py debug=fast data=text data.files.train=$FX/td/corpus.txt "
     "data.tokenizer=bpe data.vocab_size=300 data.len=16 'eval.lengths=[16]' data.cache_dir=$FX/cache "
@@ -420,6 +424,20 @@ SETUPS = {
     "CK03": Setup(fixtures=("nsweep", "fox_swap")),
     "CK03b": Setup(fixtures=("nsweep", "fox_swap")),
     "G13": Setup(fixtures=("nsweep", "fox_nocfg")),
+    "AG05": Setup(fixtures=("nsweep", "sweep_nan")),
+    "PL05": Setup(fixtures=("nsweep", "sweep_nan")),
+    # start.sh as nobody stops at its root check; with a PATH holding only the few tools it
+    # runs before (no SLURM, no apt-get) it stops at its install check, before touching anything
+    "SL01": Setup(shell=True, command="runuser -u nobody -- bash $REPO/scripts/slurm/start.sh"),
+    "SL02": Setup(
+        shell=True,
+        prep="mkdir fakebin && for t in id grep hostname sed head cat; do ln -s $(command -v $t) fakebin/; done",
+        command="PATH=$W/fakebin /bin/bash $REPO/scripts/slurm/start.sh",
+    ),
+    "SL03": Setup(
+        skip="stop.sh would stop the one-node SLURM another session runs on this machine (its "
+        "/etc/slurm/slurm.conf carries start.sh's mark now, which the trial's did not)"
+    ),
     # the record cuts R12's 300-character name short; U02's newline is lost in the record
     "R12": Setup(
         argv=("$P", "$REPO/train.py", "debug=fast", "hydra.run.dir=<tmp>/adv/w/R12/" + "d" * 300)
