@@ -59,6 +59,7 @@ IMPLIED_BEFORE = {
     "model.mixers": None,
     "model.loops": 1,  # no looped depth
     "model.loop_rule": "fixed",
+    "model.loop_extra": 20,  # loop_rule=confidence's counts past the linear one (unused else)
     "model.canon": "",  # no Canon layers
     "model.attn_gate": "none",
     "model.attn_sinks": False,

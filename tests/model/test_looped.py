@@ -209,7 +209,7 @@ def test_a_cache_keeps_one_layer_per_loop_and_block():
     ("overrides", "message"),
     [(["model.loops=0"], "model.loops must be a positive integer, got 0"),
      (["model.loops=1.5"], "model.loops must be a positive integer"),
-     (["model.loop_rule=halting"], "model.loop_rule must be one of fixed, linear; got 'halting'")],
+     (["model.loop_rule=halting"], "model.loop_rule must be one of fixed, linear, confidence; got 'halting'")],
 )  # fmt: skip
 def test_bad_loop_options_are_refused_naming_the_key(overrides, message):
     with pytest.raises(ConfigError) as refused:

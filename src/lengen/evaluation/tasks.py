@@ -48,6 +48,7 @@ from lengen.data.layout import tagged_answer_start
 from lengen.data.source import mix_seed
 from lengen.data.task_data import IGNORE, TaskData, max_position, sequence_length
 from lengen.evaluation.by_position import PositionTally, position_section, teacher_forced_correct
+from lengen.evaluation.loop_choice import choose_at_length
 from lengen.evaluation.metrics import add_stats, batch_stats, loss_sum, summarise
 from lengen.measure import batch_size_for, is_out_of_memory, measured_with_oom_halving
 from lengen.model.looped import loop_facts
@@ -268,11 +269,16 @@ def score_lengths(
             data.sequence_length(length), token_budget=max_tokens_per_batch, max_batch_size=samples
         )
         per_draw, costs, tally = [], [], PositionTally()
+        # model.loop_rule=confidence: this length's loop count (none for other rules)
+        choice = choose_at_length(model, data, inputs, length, batch_size, device)
         for draw in range(draws):
             for pe in drawing:
                 pe.draw_seed = mix_seed(data.eval_seed, length, draw)
             try:
-                (totals, batch, drawn), cost = measured_with_oom_halving(score, batch_size, device)
+                with choice.forced():
+                    (totals, batch, drawn), cost = measured_with_oom_halving(
+                        score, batch_size, device
+                    )
             except Exception as error:
                 raise_if_out_of_memory(error, length, rows, device)
                 raise
@@ -291,6 +297,7 @@ def score_lengths(
                 "max_position": max_position(batch),  # grids: the extent along one axis
                 **grid_facts(data, length, batch),
                 **loop_facts(model, sequence_length(batch)),  # looped depth: K(T) at its T tokens
+                **choice.facts,  # loop_rule=confidence: the chosen count and its curve
                 "protocol": protocol,
                 "n_examples": int(totals["examples"]),
                 "n_unique": int(torch.unique(inputs, dim=0).shape[0]),

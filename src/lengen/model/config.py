@@ -33,8 +33,10 @@ from lengen.schema import Config, flag, integer, interval, one_of, option
 #: sends relative biases at full passes to FlexAttention
 KERNELS = ("auto", "flex")
 #: ``model.loop_rule``: how many times the weight-tied blocks run at a sequence of T tokens
-#: (``loop_count``; lengen.model.looped, docs/models.md "Looped depth")
-LOOP_RULES = ("fixed", "linear")
+#: (``loop_count``; lengen.model.looped, docs/models.md "Looped depth"); ``confidence``
+#: trains at the linear count and picks each evaluated length's count by Fan et al.'s adaptive
+#: stopping (lengen.evaluation.loop_choice)
+LOOP_RULES = ("fixed", "linear", "confidence")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +68,8 @@ class ModelConfig(Config):
     loops: int = option(1, integer())
     #: fixed: K loops at every length; linear: ceil(K · T / T_train) at T tokens
     loop_rule: str = option("fixed", one_of(*LOOP_RULES))
+    #: loop_rule=confidence: counts tried past the linear one at each length (Fan et al.: 20)
+    loop_extra: int = option(20, integer(minimum=0))
     #: Canon layers (lengen.model.canon): the points A–D as letters ("ABCD", [A, C]); "": none
     canon: str = option("", canon_points)
     #: where attention mass goes (lengen.model.block_options, docs/models.md): Qiu et al.'s
@@ -84,12 +88,15 @@ class ModelConfig(Config):
     def loop_count(self, tokens: int, train_tokens: int | None) -> int:
         """The loop count at a sequence of ``tokens`` tokens, ``train_tokens`` being the
         training sequence's (``pe.train_positions``): K under ``fixed``; under ``linear``
-        ceil(K · tokens / train_tokens), never below 1 (so K at the training length)."""
+        ceil(K · tokens / train_tokens), never below 1 (so K at the training length); under
+        ``confidence`` the linear count too: Fan et al. train at the count tied to the length
+        (looped-tf ``src/train.py``: ``states[batch_num[t].item()-1]``) and choose another only
+        when evaluating (``lengen.evaluation.loop_choice``)."""
         if self.loop_rule == "fixed":
             return self.loops
         if train_tokens is None:
             raise ValueError(
-                "model.loop_rule=linear scales the loop count by the training length, and this "
+                f"model.loop_rule={self.loop_rule} scales the loop count by the training length, and this "
                 "model was built without one (pe's train_positions); allowed: loop_rule=fixed, "
                 "or a model built by the run"
             )
@@ -101,6 +108,14 @@ class ModelConfig(Config):
         plans = self.mixer_plans()
         mixer_key = "model.mixers" if self.mixers is not None else "model.mixer"
         check_state_with_loops(plans, self.looped, mixer_key)  # state passed between batches
+        if self.loop_rule == "confidence" and len(self.stacks) > 1:
+            # two stacks loop over sequences of other lengths: one count per row cannot say
+            # both (rows record none for this kind, lengen.model.looped.loop_facts)
+            raise ValueError(
+                f"model.loop_rule=confidence chooses one loop count per evaluated length, and "
+                f"model={self.kind}'s two stacks loop over sequences of other lengths; allowed: "
+                f"model=decoder or model=encoder, or loop_rule=fixed / linear"
+            )
         if "B" in self.canon:  # (layer_plans warns of a short stack: only when it matters)
             attends = [not plan.recurrent for plan in layer_plans(plans, self.n_layers)]
             check_canon_reaches(self.canon, attends)
@@ -111,6 +126,26 @@ class ModelConfig(Config):
                 f"{key}: {recurrent} reads the tokens left to right, so it serves causal stacks "
                 f"only, and model={self.kind} has a bidirectional one; allowed: attention, or "
                 f"model=decoder"
+            )
+
+    def check_loop_choice(self, evaluation_kind: str, axes: int) -> None:
+        """Refuse ``loop_rule=confidence`` where its choice cannot be made: the data's scoring
+        (``evaluation_kind``: text has no answer positions, every token is scored) and its
+        position axes (grids: the linear count it starts from counts tokens against the
+        training sequence's, and grids size positions per axis)."""
+        if self.loop_rule != "confidence":
+            return
+        if evaluation_kind != "tasks":
+            raise ValueError(
+                "model.loop_rule=confidence scores its confidence on a task's answer positions, "
+                "and this data source has none (language modelling scores every token); "
+                "allowed: a task (data=copy, parity, …), or loop_rule=fixed / linear"
+            )
+        if axes > 1:
+            raise ValueError(
+                "model.loop_rule=confidence starts from the linear count, which counts a "
+                "sequence's tokens against the training sequence's, and grids size positions "
+                "per axis; allowed: loop_rule=fixed on grids"
             )
 
     def layer_counts(self) -> tuple[int, int]:

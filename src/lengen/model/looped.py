@@ -31,7 +31,8 @@ e, so it is injected in every loop too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -85,15 +86,25 @@ class Looped(Depth):
     """The blocks as one weight-tied unit run ``loop_count(T)`` times, input injected each time.
 
     ``loop_count``: tokens -> loops (``ModelConfig.loop_count`` bound to the training length),
-    the one place that decides the count."""
+    the one place that decides the count, unless an evaluation has fixed it (``forced``, set by
+    ``loops_forced``: ``loop_rule=confidence``'s choice). ``rule`` and ``extra``: the model's
+    ``loop_rule`` and ``loop_extra``, which evaluation reads (``lengen.evaluation.loop_choice``)."""
 
-    def __init__(self, d_model: int, loop_count: Callable[[int], int]) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        loop_count: Callable[[int], int],
+        rule: str = "fixed",
+        extra: int = 0,
+    ) -> None:
         super().__init__()
         self.loop_count = loop_count
         self.step = StepEmbedding(d_model)
+        self.rule, self.extra = rule, extra
+        self.forced: int | None = None  # a count every pass uses, whatever its length
 
     def loops_at(self, tokens: int) -> int:
-        return self.loop_count(tokens)
+        return self.loop_count(tokens) if self.forced is None else self.forced
 
     def forward(self, blocks, layer_pe, x, positions, memory=None, layers=None, tokens=None):
         # x: (B, T, D) embedded input e; tokens: the sequence's total length (cached decoding
@@ -108,13 +119,31 @@ class Looped(Depth):
         return hidden
 
 
+def looped_depth(model: nn.Module) -> Looped | None:
+    """The model's looped stack; None for an unlooped model and for one of two looped stacks
+    (an encoder–decoder), which no single count describes."""
+    looped = [module for module in model.modules() if isinstance(module, Looped)]
+    return looped[0] if len(looped) == 1 else None
+
+
+@contextlib.contextmanager
+def loops_forced(depth: Looped, loops: int) -> Iterator[None]:
+    """Every pass (full and cached) of ``depth`` runs ``loops`` times inside the block, the
+    count its own rule gives again after it (even when the block raises)."""
+    before, depth.forced = depth.forced, loops
+    try:
+        yield
+    finally:
+        depth.forced = before
+
+
 def loop_facts(model: nn.Module, tokens: int) -> dict:
     """What a results row adds for a looped model: ``loops``, the passes its looped stack makes
     over a sequence of ``tokens`` tokens (under ``linear`` a function of the length: the row
     says how much depth it was scored with). Nothing for an unlooped model, whose rows stay as
     they were, nor for an encoder–decoder, whose two stacks see sequences of other lengths."""
-    looped = [module for module in model.modules() if isinstance(module, Looped)]
-    return {"loops": looped[0].loops_at(tokens)} if len(looped) == 1 else {}
+    depth = looped_depth(model)
+    return {} if depth is None else {"loops": depth.loops_at(tokens)}
 
 
 def last_loop(model: nn.Module, calls: list, tokens: int) -> list:

@@ -189,14 +189,16 @@ class Stack(nn.Module):
         self.norm = nn.LayerNorm(d_model)
 
     def _looped(self, d_model: int, looping: config.ModelConfig) -> Looped:
-        if looping.loop_rule == "linear" and self.pe.context.axes > 1:
+        if looping.loop_rule != "fixed" and self.pe.context.axes > 1:  # confidence: linear's
             raise ValueError(
-                "model.loop_rule=linear counts a sequence's tokens against the training "
-                "sequence's, and grids size positions per axis; allowed: loop_rule=fixed on grids"
+                f"model.loop_rule={looping.loop_rule} counts a sequence's tokens against the "
+                f"training sequence's, and grids size positions per axis; allowed: "
+                f"loop_rule=fixed on grids"
             )
         train_tokens = self.pe.train_positions
         looping.loop_count(1, train_tokens)  # refuses linear without a training length, now
-        return Looped(d_model, functools.partial(looping.loop_count, train_tokens=train_tokens))
+        count = functools.partial(looping.loop_count, train_tokens=train_tokens)
+        return Looped(d_model, count, looping.loop_rule, looping.loop_extra)
 
     @property
     def position_blind(self) -> bool:

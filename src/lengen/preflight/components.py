@@ -46,6 +46,9 @@ def check_components(cfg: DictConfig) -> bool:
             typed = options.from_keys(node_options(model), owner=options.kind)
             logits = logit_option(attention_options(typed))
             check_encoding_reaches(node, typed)
+            # model.loop_rule=confidence needs a task's answer positions on a sequence
+            source = get_class(cfg.data._target_)
+            typed.check_loop_choice(source.evaluation_kind, getattr(data, "axes", 1))
         known = [
             check_encoding(node, causal=causal, logit_option=logits, **sizes, **positions)
             for causal in (options.stacks if options is not None else ())
