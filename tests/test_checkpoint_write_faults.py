@@ -31,3 +31,26 @@ def test_a_run_whose_checkpoint_meets_torchs_full_disk_error_stops_in_one_line(t
     path = tmp_path / "checkpoints" / "last.ckpt"
     with pytest.raises(CheckpointWriteError, match=r"^checkpoint: writing .*last.ckpt failed"):
         save_checkpoint(trainer, path)
+
+
+def test_a_run_directory_whose_config_cannot_be_written_is_refused_in_one_line(
+    tmp_path, monkeypatch
+):
+    """A disk with no room at the start (a 4 KB tmpfs): a 25-line OSError traceback, exit 1;
+    now a refusal (exit 2) naming hydra.run.dir, nothing having run."""
+    import errno
+    import os
+
+    import lengen.rundir.saved_config as saved
+    from helpers import compose_train
+    from lengen.errors import RunDirectoryWriteError
+    from lengen.rundir import RunDirectory
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(saved, "atomic_write", full)
+    directory = RunDirectory(tmp_path / "run")
+    with pytest.raises(RunDirectoryWriteError, match=r"^hydra.run.dir=.*No space left on device"):
+        directory.start(compose_train())
+    directory.release()

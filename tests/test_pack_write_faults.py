@@ -109,6 +109,6 @@ def test_a_member_whose_folder_is_full_at_the_start_leaves_the_others_training(
     monkeypatch.setattr(saved, "atomic_write", full_in(dirs[1], saved.atomic_write))
     outcomes = train_pack(cfgs, dirs)
     assert (outcomes[1]["type"], (dirs[0] / "results.json").is_file()) == (
-        "CheckpointWriteError",
+        "RunDirectoryWriteError",
         True,
     )

@@ -40,6 +40,7 @@ from lengen.errors import (
     EvaluationOutOfMemory,
     Preempted,
     ResultsWriteError,
+    RunDirectoryWriteError,
     TrainingDiverged,
 )
 from lengen.preflight import check_launch, remove_refused_run
@@ -50,6 +51,7 @@ from lengen.rundir.sweep_stop import mark_stopped, stopped_by
 #: errors that are the user's to fix, printed as one line, and their exit statuses
 EXIT_STATUS = {
     ConfigError: 2,
+    RunDirectoryWriteError: 2,  # a ConfigError: nothing ran (looked up by exact type)
     TrainingDiverged: 3,
     CheckpointWriteError: 4,
     ResultsWriteError: 4,

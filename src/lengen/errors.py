@@ -16,6 +16,13 @@ class ConfigError(ValueError):
     """Bad user input; the message's first line names the key and the allowed values."""
 
 
+class RunDirectoryWriteError(ConfigError):
+    """The run directory's first files (its lock, config.yaml) could not be written (a disk
+    with no room, a folder made read-only since the check): nothing has run, so it is refused
+    as bad input is (exit 2, the folder this command made removed); a pack's member whose
+    directory it is fails alone (``lengen.pack.engine``)."""
+
+
 class TrainingDiverged(RuntimeError):
     """The training loss stopped being finite; the message's first line names the step."""
 

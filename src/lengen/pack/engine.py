@@ -26,7 +26,13 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 
 from lengen.data.source import IGNORE, mix_seed
-from lengen.errors import CheckpointWriteError, ConfigError, Preempted, ResultsWriteError
+from lengen.errors import (
+    CheckpointWriteError,
+    ConfigError,
+    Preempted,
+    ResultsWriteError,
+    RunDirectoryWriteError,
+)
 from lengen.pack.member import Member
 from lengen.pack.stack import StackedModels
 from lengen.pack.timing import PackTimer, check_evaluation_bound, member_timing, print_estimate
@@ -71,7 +77,7 @@ def train_pack(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path]) -> li
         for member in members:  # each directory locked while the pack runs
             try:
                 member.start(owned.enter_context(member.directory.owned(member.cfg)))
-            except OSError as error:  # its own folder cannot be written: it alone fails
+            except (OSError, RunDirectoryWriteError) as error:  # its own folder: it alone fails
                 results[member.index] = left_pack(member, error)
                 continue
             started.append(member)

@@ -39,6 +39,7 @@ from omegaconf import DictConfig
 
 from lengen.atomic import atomic_write
 from lengen.checks import ConfigError, Preempted, TrainingDiverged
+from lengen.errors import RunDirectoryWriteError
 from lengen.identity import config_differences
 from lengen.rundir.locks import (
     HELD,
@@ -192,13 +193,20 @@ class RunDirectory:
         resumed = self.resume_point(cfg)
         if resumed is None and self.rank_zero and (refusal := foreign_refusal(self.path)):
             raise ConfigError(refusal)  # the entry point asked already; run() from Python not
-        self.path.mkdir(parents=True, exist_ok=True)
-        if self.rank_zero:
-            self.lock()
-            if (job := slurm_job()) is not None:  # its requeue may continue this run
-                atomic_write(self.path / SLURM_JOB, job + "\n")
-        if self.rank_zero and resumed is None:
-            save_config(cfg, self.path / "config.yaml")
+        try:  # a disk with no room fails here, before anything runs (a 25-line traceback)
+            self.path.mkdir(parents=True, exist_ok=True)
+            if self.rank_zero:
+                self.lock()
+                if (job := slurm_job()) is not None:  # its requeue may continue this run
+                    atomic_write(self.path / SLURM_JOB, job + "\n")
+            if self.rank_zero and resumed is None:
+                save_config(cfg, self.path / "config.yaml")
+        except OSError as error:
+            raise RunDirectoryWriteError(
+                f"hydra.run.dir={self.path}: its first files (.lock, config.yaml) could not be "
+                f"written ({error.strerror or error}), so nothing was trained; allowed: free "
+                f"space on its disk (or make it writable), or another hydra.run.dir"
+            ) from None
         if self.rank_zero:  # the earlier attempt's record no longer applies: resumed, or
             # started again (resume=auto without a checkpoint kept it beside the new results: S08c)
             (self.path / FAILED).unlink(missing_ok=True)
