@@ -128,17 +128,14 @@ cat $REPO/README.md $REPO/docs/*.md | head -c 300000 > td/corpus.txt
     "cp $(ls -d nsweep/*_path_*)/checkpoints/last.ckpt fox_swap/checkpoints/last.ckpt",
     "fox_nocfg": "test -f .built-nsweep && cp -a $(ls -d nsweep/*_fox_*) fox_nocfg && rm fox_nocfg/config.yaml",
     # nsweep with one NaN accuracy in an eval row (AG05, PL05); DAMAGE's first "accuracy" is
-    # accuracy_by_answer_position's list, so the row is set by its path. sweep_abp: that list
-    # replaced by NaN (what DAMAGE did in the first pass: plot.py's traceback, for_B)
+    # accuracy_by_answer_position's list, so the row is set by its path (the first pass's
+    # damage of that list is PL05b in docs/trials/rerun-2026-12-02.md)
     "sweep_nan": """test -f .built-nsweep && cp -a nsweep sweep_nan && $P - $(ls -d sweep_nan/*_fox_*)/results.json <<'EOF'
 import json, sys
 data = json.load(open(sys.argv[1]))
 data["eval"][0]["accuracy"] = float("nan")
 json.dump(data, open(sys.argv[1], "w"))
 EOF
-""",
-    "sweep_abp": f"""damage() {{ {DAMAGE} }}
-test -f .built-nsweep && cp -a nsweep sweep_abp && damage $(ls -d sweep_abp/*_fox_*)/results.json accuracy NaN
 """,
     # a BPE cache built by one run, then damaged as CC1 and CC2 say
     "cache": "$P $REPO/train.py debug=fast data=text data.files.train=$FX/td/corpus.txt "
@@ -435,10 +432,6 @@ SETUPS = {
     "G13": Setup(fixtures=("nsweep", "fox_nocfg")),
     "AG05": Setup(fixtures=("nsweep", "sweep_nan")),
     "PL05": Setup(fixtures=("nsweep", "sweep_nan")),
-    # not a trial case: plot.py on the sweep whose accuracy_by_answer_position entry is a number
-    "PL05b": Setup(
-        fixtures=("nsweep", "sweep_abp"), command="scripts/plot.py <tmp>/adv/fx/sweep_abp"
-    ),
     # start.sh as nobody stops at its root check; with a PATH holding only the few tools it
     # runs before (no SLURM, no apt-get) it stops at its install check, before touching anything
     "SL01": Setup(shell=True, command="runuser -u nobody -- bash $REPO/scripts/slurm/start.sh"),
