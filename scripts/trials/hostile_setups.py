@@ -127,13 +127,13 @@ cat $REPO/README.md $REPO/docs/*.md | head -c 300000 > td/corpus.txt
     "fox_swap": "test -f .built-nsweep && cp -a $(ls -d nsweep/*_fox_*) fox_swap && "
     "cp $(ls -d nsweep/*_path_*)/checkpoints/last.ckpt fox_swap/checkpoints/last.ckpt",
     "fox_nocfg": "test -f .built-nsweep && cp -a $(ls -d nsweep/*_fox_*) fox_nocfg && rm fox_nocfg/config.yaml",
-    # nsweep with one NaN accuracy in an eval row (AG05, PL05); DAMAGE's first "accuracy" is
+    # nsweep with one NaN exact_match (the metric aggregated) in an eval row (AG05, PL05); DAMAGE's first "accuracy" is
     # accuracy_by_answer_position's list, so the row is set by its path (the first pass's
     # damage of that list is PL05b in docs/trials/rerun-2026-12-02.md)
     "sweep_nan": """test -f .built-nsweep && cp -a nsweep sweep_nan && $P - $(ls -d sweep_nan/*_fox_*)/results.json <<'EOF'
 import json, sys
 data = json.load(open(sys.argv[1]))
-data["eval"][0]["accuracy"] = float("nan")
+data["eval"][0]["exact_match"] = float("nan")
 json.dump(data, open(sys.argv[1], "w"))
 EOF
 """,
