@@ -91,7 +91,7 @@ class LoopChoice:
             return {}
         return {
             "loops": self.loops,
-            "loop_confidence": [round(value, 6) for value in self.curve],
+            "loop_confidence": list(self.curve),  # unrounded: its argmin is ``loops``
             "loop_choice_seconds": self.seconds,
         }
 
