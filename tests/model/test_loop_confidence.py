@@ -134,6 +134,17 @@ def test_eval_py_re_evaluates_a_fixed_loop_run_by_confidence(fixed_run):
     assert (fixed_run / "results.confidence.json").exists()
 
 
+def test_eval_py_re_evaluates_a_linear_loop_run_by_confidence(tmp_path):
+    from lengen.reeval import evaluate_run
+    from lengen.train import run
+
+    run(compose_train("model.loops=2", "model.loop_rule=linear", "logger=none",
+                      "trainer.max_steps=2"), run_dir=tmp_path)  # fmt: skip
+    rows = evaluate_run([f"run={tmp_path}", "model.loop_rule=confidence", "model.loop_extra=0",
+                         "tag=confidence"])["eval"]  # fmt: skip
+    assert all(row["loops"] == choose_loops(row["loop_confidence"]) for row in rows)
+
+
 def test_a_run_trains_and_evaluates_under_the_confidence_rule(tmp_path):
     from lengen.train import run
 
