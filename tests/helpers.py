@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import os
@@ -30,6 +31,34 @@ def _composed(overrides: tuple[str, ...], fast: bool) -> DictConfig:
     extra = ["debug=fast"] if fast else []
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return compose(config_name="train", overrides=[*extra, *overrides])
+
+
+@contextlib.contextmanager
+def unsaved_figures():
+    """While open, each run figure (``lengen.plots.attention``, ``lengen.plots.run``) is built
+    from its numbers as usual, then closed unsaved: ``save_figure`` records the file names it
+    was asked for in the yielded list and writes nothing. For the many short runs whose tests
+    read numbers, not figures: rasterising a run's figures (their layout, mostly) costs more
+    than a debug=fast run's training, and drawing is the same code whatever the run; the
+    figures' own tests write them."""
+    import pytest
+
+    import lengen.plots.attention
+    import lengen.plots.run
+    from lengen.plots.common import pyplot
+
+    built: list[str] = []
+
+    def save_figure(fig, stem, formats=("png",), dpi=None):
+        pyplot().close(fig)
+        stem = Path(stem)
+        built.extend(f"{stem.name}.{fmt}" for fmt in formats)
+        return []
+
+    with pytest.MonkeyPatch.context() as patch:
+        for module in (lengen.plots.attention, lengen.plots.run):
+            patch.setattr(module, "save_figure", save_figure)
+        yield built
 
 
 def yaml_choices(group: str) -> list[str]:

@@ -6,15 +6,12 @@ from __future__ import annotations
 import json
 import os
 from contextlib import nullcontext
-from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
-import lengen.plots.attention
-import lengen.plots.run
-from helpers import compose_train, pe_supports, yaml_choices
+from helpers import compose_train, pe_supports, unsaved_figures, yaml_choices
 from lengen.config import ConfigError
 from lengen.reeval import evaluate_run
 from lengen.results import REQUIRED_KEYS, ROW_KEYS
@@ -28,11 +25,12 @@ UNSUPPORTED = [(m, p) for m in KINDS for p in PES if not pe_supports(p, m)]
 #: costs more than the rest of a debug=fast run
 NO_DIAGNOSTICS = ("eval.diagnostics=false",)
 #: the runs whose figures are rasterised and written. Every other run builds each figure from
-#: its own numbers and hands it to ``save_figure``, which closes it unsaved (``build_only``):
-#: drawing and saving is the same code for every encoding (2–4 s a run of layout, most of
-#: this module's time), while what an encoding changes, the numbers, still reaches each figure.
-#: Chosen for the shapes of their diagnostics: a bias, none, no softmax, a window, contextual
-#: positions, a blind encoder; tests/evaluation/test_diagnostics.py writes them as PNG and PDF
+#: its own numbers and hands it to ``save_figure``, which closes it unsaved
+#: (``helpers.unsaved_figures``): drawing and saving is the same code for every encoding (2–4 s
+#: a run of layout, most of this module's time), while what an encoding changes, the numbers,
+#: still reaches each figure. Chosen for the shapes of their diagnostics: a bias, none, no
+#: softmax, a window, contextual positions, a blind encoder; tests/evaluation/test_diagnostics.py
+#: writes the figures as PNG and PDF
 DRAWN = {("decoder", pe) for pe in ("rope", "alibi", "nope", "stick_breaking", "rnope_swa",
                                     "cope")} | {("encoder", "rope"), ("encoder", "nope"),
                                                 ("encoder_decoder", "learned")}  # fmt: skip
@@ -46,17 +44,6 @@ def trained(tmp_path_factory):
     asked ``save_figure`` for."""
     done = {}
     train_built: dict[tuple[str, str], list[str]] = {}
-
-    def build_only(built: list[str]):
-        def save_figure(fig, stem, formats=("png",), dpi=None):
-            from lengen.plots.common import pyplot
-
-            pyplot().close(fig)
-            stem = Path(stem)
-            built.extend(f"{stem.name}.{fmt}" for fmt in formats)
-            return []
-
-        return save_figure
 
     def train(model: str, pe: str):
         if (model, pe) not in done:
@@ -72,13 +59,11 @@ def trained(tmp_path_factory):
                 f"eval.diagnostics={str(diagnostics).lower()}", "eval.plot_dpi=30",
             )  # fmt: skip
             blind = pe == "nope" and model != "decoder"
-            with pytest.MonkeyPatch.context() as patch:
-                if (model, pe) not in DRAWN:
-                    stub = build_only(train_built.setdefault((model, pe), []))
-                    for module in (lengen.plots.attention, lengen.plots.run):
-                        patch.setattr(module, "save_figure", stub)
-                with pytest.warns(UserWarning, match="position") if blind else nullcontext():
-                    done[(model, pe)] = (run_dir, run(cfg, run_dir=run_dir))
+            figures = nullcontext([]) if (model, pe) in DRAWN else unsaved_figures()
+            warned = pytest.warns(UserWarning, match="position") if blind else nullcontext()
+            with figures as built, warned:
+                done[(model, pe)] = (run_dir, run(cfg, run_dir=run_dir))
+            train_built[(model, pe)] = built
         return done[(model, pe)]
 
     train.built = train_built
