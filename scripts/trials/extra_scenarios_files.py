@@ -86,14 +86,16 @@ SCENARIOS = {
         Scenario(
             "TMP2",
             "TMP2",
-            "SIGKILL while checkpoints/.last.ckpt.tmp exists (TMPDIR watched), then resume=true",
+            "SIGKILL while checkpoints/.last.ckpt.tmp exists beside a last.ckpt (TMPDIR watched), "
+            "then resume=true",
             [
                 Step("tmpdir", "mkdir tmpw", shell=True),
                 Step(
                     "TMP2-kill",
                     "train.py $REF trainer.checkpoint_every_n_steps=2 hydra.run.dir=$W/run",
                     env={"TMPDIR": "$W/tmpw"},
-                    on=("file:run/checkpoints/.last.ckpt.tmp", "KILL"),
+                    # a later write than the first: a checkpoint is there to resume from
+                    on=("file:run/checkpoints/last.ckpt&run/checkpoints/.last.ckpt.tmp", "KILL"),
                     files=("run/checkpoints/.last.ckpt.tmp", "run/checkpoints/last.ckpt"),
                 ),
                 Step(

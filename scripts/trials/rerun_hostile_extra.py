@@ -133,15 +133,15 @@ def watch(run: Running, stream, sink, is_err: bool, work: Path, env: dict[str, s
 
 
 def watch_moment(run: Running, work: Path, env: dict[str, str]) -> None:
-    """A moment that no line marks: ``file:<path>`` (relative to the scenario's folder, polled
-    every 5 ms: a checkpoint's temporary file lives for milliseconds) or ``after:<seconds>``
-    (only where the case's moment is a time, as S07's 'before training')."""
+    """A moment that no line marks: ``file:<path>[&<path>…]`` (relative to the scenario's
+    folder, all of them there; polled every 5 ms: a checkpoint's temporary file lives for
+    milliseconds) or ``after:<seconds>`` (only where the case's moment is a time, as S07's
+    'before training')."""
     kind, _, arg = run.step.on[0].partition(":")
     while run.proc.poll() is None:
         elapsed = time.monotonic() - run.start
-        if (kind == "file" and (work / arg).exists()) or (
-            kind == "after" and elapsed >= float(arg)
-        ):
+        there = kind == "file" and all((work / p).exists() for p in arg.split("&"))
+        if there or (kind == "after" and elapsed >= float(arg)):
             run.fired_at = f"{kind}:{arg} at {elapsed:.2f} s"
             act(run, run.step.on[1], work, env)
             run.fired.set()

@@ -100,3 +100,11 @@ def test_compare_leaves_the_cache_hit_out(extra, tmp_path):
     second = {**RESULTS, "data": {"cache": {"key": "k", "hit": True, "tokenizer_hit": True}}}
     out = extra.compare(write_run(tmp_path / "a", first), write_run(tmp_path / "b", second))
     assert out["other keys"] == "identical"
+
+
+def test_a_file_moment_waits_for_every_file(extra, tmp_path):
+    step = extra.Step(
+        "s", "touch a; sleep 0.5; touch b; sleep 60", shell=True, on=("file:a&b", "TERM")
+    )
+    (record,) = extra.run_scenario(scenario(extra, step), str(tmp_path), str(ROOT), "python", 50)
+    assert float(record["fired_at"].split(" at ")[1].split()[0]) >= 0.5
