@@ -112,3 +112,19 @@ def test_a_member_whose_folder_is_full_at_the_start_leaves_the_others_training(
         "RunDirectoryWriteError",
         True,
     )
+
+
+def test_after_a_signal_each_member_is_stated_by_what_became_of_it(tmp_path):
+    """A signal stopping a pack said 'interrupted' of every member, also of one that had
+    finished and of one that had left the pack on its own (its disk full)."""
+    from lengen.rundir import RunDirectory
+    from lengen.rundir.outcomes import pack_outcomes
+
+    finished, left, stopped = (RunDirectory(tmp_path / name) for name in ("a", "b", "c"))
+    for directory in (finished, left, stopped):
+        directory.path.mkdir()
+    (finished.path / "results.json").write_text("{}")
+    (left.path / "failed.json").write_text(json.dumps({"error": "checkpoint: disk full"}))
+    said = "interrupted: by SIGTERM at step 3"
+    outcomes = pack_outcomes([finished, left, stopped], [False] * 3, [False, True, False], said)
+    assert outcomes == ["trained", "failed: checkpoint: disk full", said]

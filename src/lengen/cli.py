@@ -139,12 +139,25 @@ def train_pack_main(cfg: DictConfig, hydra: DictConfig, members: list[dict]) -> 
     (diverged) says so in its directory, which the outcome reads."""
     from lengen.pack import train_pack
     from lengen.rundir import run_state
+    from lengen.rundir.outcomes import failed_stamp, pack_outcomes
     from lengen.sweep_packs import member_configs, member_dirs
 
     paths = member_dirs(hydra, members)
     directories = [RunDirectory(path) for path in paths]
     local_sweep = "submitit" not in hydra.launcher._target_
     done_before = [directory.results.is_file() for directory in directories]
+    stamps = [failed_stamp(directory) for directory in directories]
+
+    def record(error: BaseException) -> list[bool]:
+        """The fault of the whole pack in each member's directory, but one whose member left
+        the pack on its own meanwhile (a full disk: its failed.json newer than the job's
+        start) keeps its own record -> which members left."""
+        left = [failed_stamp(d) not in (None, s) for d, s in zip(directories, stamps, strict=True)]
+        for directory, gone in zip(directories, left, strict=True):
+            if not gone:
+                directory.record_failure(error)
+        return left
+
     try:
         configs = member_configs(cfg, members)
         results = train_pack(configs, paths)
@@ -159,30 +172,23 @@ def train_pack_main(cfg: DictConfig, hydra: DictConfig, members: list[dict]) -> 
                 outcomes.append(f"failed: {detail or 'no results'}")
         return outcomes
     except Preempted as error:  # a signal asked us to stop: stop the sweep too
-        for directory in directories:
-            directory.record_failure(error)
-        return [stopped_by_signal(hydra, local_sweep, error.signum, str(error))] * len(members)
+        left = record(error)
+        said = stopped_by_signal(hydra, local_sweep, error.signum, str(error))
+        return pack_outcomes(directories, done_before, left, said)
     except KeyboardInterrupt as error:
-        for directory in directories:
-            directory.record_failure(error)
+        left = record(error)
         said = stopped_by_signal(hydra, local_sweep, signal.SIGINT, OUTSIDE_TRAINING)
-        return [said] * len(members)
+        return pack_outcomes(directories, done_before, left, said)
     except Exception as error:  # noqa: BLE001 - every failure is recorded, then reported
-        if not isinstance(error, ConfigError):  # a refusal leaves the directories as they were
-            for directory in directories:
-                directory.record_failure(error)
+        # a refusal leaves the directories as they were
+        left = [False] * len(directories) if isinstance(error, ConfigError) else record(error)
         if isinstance(error, ONE_LINE):
             print(f"error: {error}", file=sys.stderr)
             said = f"{'refused' if isinstance(error, ConfigError) else 'failed'}: {error}"
         else:
             traceback.print_exc()
             said = f"failed: {type(error).__name__}: {error}"
-        # a member that finished before the fault keeps its results and says so
-        return [
-            "trained" if directory.results.is_file() and not before else
-            "finished earlier" if directory.results.is_file() else said
-            for directory, before in zip(directories, done_before, strict=True)
-        ]  # fmt: skip
+        return pack_outcomes(directories, done_before, left, said)
     finally:
         RunDirectory.release_all()
 
