@@ -54,7 +54,6 @@ MAX_BLOCK_ELEMENTS = 1 << 22
 SCALAR_STATISTICS = ("entropy", "entropy_normalized", "max_weight", "sink_mass")
 
 
-
 def weights_unavailable(pe, q: Tensor | None = None, k: Tensor | None = None) -> str | None:
     """Why the weights of attention with encoding ``pe`` over q (B, H, Tq, hd) and k
     (B, H, Tk, hd) cannot be formed here, or None."""
