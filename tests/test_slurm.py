@@ -158,17 +158,25 @@ UNREQUEUED = [
 def two_sweeps(slurm, tmp_path_factory):
     """The interrupted sweep and the unrequeued one (below), run at once: the unrequeued one's
     job mostly waits for SLURM's own warning (up to 90 s on one CPU), which one after the other
-    added to the suite's time. {name: (sweep_dir, result)}."""
+    added to the suite's time. The interrupted sweep's two runs start first, one on each of the
+    node's two CPUs (the unrequeued job submitted first held one, and run 1 then waited for run
+    0's preemption before it could start); the unrequeued job takes the CPU run 0's preemption
+    frees, and waits there while runs 1 and 0 go on on the other. {name: (sweep_dir, result)}."""
     root = tmp_path_factory.mktemp("slurm")
     bound_dir, sweep_dir = root / "bound", root / "sweep"
-    bound = submit(bound_dir, *UNREQUEUED)
+    subdir = "hydra.sweep.subdir=${hydra.job.num}"
+    interrupted = submit(sweep_dir, *LONG, "eval.plot_dpi=50,60", subdir)
+    bound = None
     try:
-        subdir = "hydra.sweep.subdir=${hydra.job.num}"
-        interrupted = sweep(
-            sweep_dir, *LONG, "eval.plot_dpi=50,60", subdir, during=preempt_then_warn
-        )
+        started = lambda: len(list(sweep_dir.glob("*/.slurm_job"))) == 2  # noqa: E731
+        wait_for(started, "both runs of the interrupted sweep to start")
+        bound = submit(bound_dir, *UNREQUEUED)
+        interrupted = finish(interrupted, sweep_dir, during=preempt_then_warn)
     except BaseException:
-        stop(bound, bound_dir)
+        if isinstance(interrupted, subprocess.Popen) and interrupted.poll() is None:
+            stop(interrupted, sweep_dir)
+        if bound is not None:
+            stop(bound, bound_dir)
         raise
     return {
         "interrupted": (sweep_dir, interrupted),
