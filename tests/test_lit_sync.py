@@ -3,6 +3,7 @@ the logged rows and weights do not depend on how often, and a diverged step is s
 
 from __future__ import annotations
 
+import tracemalloc
 from functools import partial
 
 import pytest
@@ -12,7 +13,7 @@ from pytorch_lightning.loggers import CSVLogger
 
 import lengen.lit
 from lengen.checks import TrainingDiverged
-from lengen.lit import DataModule, LitModel, lr_table, quiet_known_noise, warmup_cosine
+from lengen.lit import DataModule, LitModel, quiet_known_noise, warmup_cosine
 from lengen.model import DecoderOnly
 from lengen.pe import RoPE
 
@@ -96,15 +97,31 @@ def test_a_checkpoint_is_refused_while_an_unread_step_diverged():
     assert "lengen" not in checkpoint
 
 
-def test_the_precomputed_schedule_is_warmup_cosine_at_every_step():
-    table = lr_table(warmup_steps=7, max_steps=50, min_lr_ratio=0.1)
+def test_the_schedule_is_warmup_cosine_at_every_step_and_holds_after_max_steps():
     expected = [warmup_cosine(s, warmup_steps=7, max_steps=50, min_lr_ratio=0.1) for s in range(51)]
-    assert table == expected
     scheduler = LitModel(
         DecoderOnly(pe=partial(RoPE), vocab_size=8, d_model=16, n_layers=1, n_heads=2, d_ff=32),
         {**OPTIM, "warmup_steps": 7, "min_lr_ratio": 0.1},
         max_steps=50,
     ).configure_optimizers()["lr_scheduler"]["scheduler"]
-    assert [scheduler.lr_lambdas[0](s) for s in (0, 6, 30, 50, 80)] == [
-        expected[0], expected[6], expected[30], expected[50], expected[50],
-    ]  # fmt: skip
+    assert [scheduler.lr_lambdas[0](s) for s in range(51)] == expected
+    assert scheduler.lr_lambdas[0](80) == expected[50]
+
+
+def test_a_huge_max_steps_builds_its_schedule_without_memory_in_the_horizon():
+    # ES05 (trial re-run 2026-12-02): a table of max_steps + 1 floats was built before the first
+    # step, so trainer.max_steps=10**12 never started and ignored SIGTERM; 10**6 steps held
+    # ~30 MB in the old table, well over the bound here
+    lit = LitModel(
+        DecoderOnly(pe=partial(RoPE), vocab_size=8, d_model=16, n_layers=1, n_heads=2, d_ff=32),
+        {**OPTIM, "warmup_steps": 7, "min_lr_ratio": 0.1},
+        max_steps=10**6,
+    )
+    tracemalloc.start()
+    try:
+        scheduler = lit.configure_optimizers()["lr_scheduler"]["scheduler"]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20
+    assert scheduler.lr_lambdas[0](10**6) == pytest.approx(0.1)

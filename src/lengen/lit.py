@@ -73,15 +73,21 @@ def batch_stats(logits: Tensor, targets: Tensor, loss: Tensor) -> dict[str, Tens
     return {"loss_sum": loss.detach(), "tokens": scored.sum(), "correct_tokens": correct.sum()}
 
 
-def lr_table(*, warmup_steps: int, max_steps: int, min_lr_ratio: float) -> list[float]:
-    """``warmup_cosine`` at steps 0 … max_steps, computed once: the scheduler reads a list per
-    step (the multiplier stays at its last value after max_steps, as warmup_cosine's does)."""
-    return [
-        warmup_cosine(
-            step, warmup_steps=warmup_steps, max_steps=max_steps, min_lr_ratio=min_lr_ratio
+def schedule_multiplier(*, warmup_steps: int, max_steps: int, min_lr_ratio: float):
+    """``warmup_cosine`` as the scheduler's per-step function, held at its max_steps value
+    after max_steps. Computed at each step (a few float operations), not tabulated: a table
+    of max_steps + 1 floats held gigabytes, and took hours to build before the first step, for
+    a large ``trainer.max_steps`` (the hostile trial's ES05: 10**12)."""
+
+    def multiplier(step: int) -> float:
+        return warmup_cosine(
+            min(step, max_steps),
+            warmup_steps=warmup_steps,
+            max_steps=max_steps,
+            min_lr_ratio=min_lr_ratio,
         )
-        for step in range(max_steps + 1)
-    ]
+
+    return multiplier
 
 
 class LitModel(pl.LightningModule):
@@ -256,15 +262,13 @@ class LitModel(pl.LightningModule):
             betas=tuple(self.optim.betas),
             fused=fused or None,
         )
-        table = lr_table(
+        # a closure, not a callable object: LambdaLR would save an object's state in checkpoints
+        multiplier = schedule_multiplier(
             warmup_steps=self.optim.warmup_steps,
             max_steps=self.max_steps,
             min_lr_ratio=self.optim.min_lr_ratio,
         )
-        # a closure, not a callable object: LambdaLR would save an object's table in checkpoints
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: table[min(step, len(table) - 1)]
-        )
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     def configure_gradient_clipping(
