@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lengen.aggregate.sections import section_problems
 from lengen.identity import AVERAGED_MAY_DIFFER, digest, flatten, measured_identity
 from lengen.results import (
     CONFIG_NAME,
@@ -162,6 +163,7 @@ def value_problems(results: dict, name: str) -> list[str]:
         for key in SECTIONS
         if results.get(key) is not None and not isinstance(results[key], dict)
     ]
+    problems += section_problems(results, name)  # a part of the wrong kind inside one (PL05b)
     for index, row in enumerate(results["eval"]):
         for key, (low, high) in METRIC_RANGES.items():
             value = row.get(key)
