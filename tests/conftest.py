@@ -80,3 +80,15 @@ def pack_strategy(request, monkeypatch):
 
     monkeypatch.setattr(engine, "LOOPED", {"cpu": request.param == "looped"})
     return request.param
+
+
+@pytest.fixture(scope="module")
+def unsaved_run_figures():
+    """``helpers.unsaved_figures`` around a module's tests and module fixtures, for modules
+    whose runs are read for their numbers and files, never their figures:
+    ``pytestmark = pytest.mark.usefixtures("unsaved_run_figures")``. The figures' own tests
+    (tests/plots, tests/evaluation/test_diagnostics.py, test_train's DRAWN runs) write them."""
+    from helpers import unsaved_figures
+
+    with unsaved_figures():
+        yield

@@ -11,7 +11,8 @@ from lengen.checks import ConfigError
 from lengen.evaluation.tasks import score_lengths
 from lengen.train import run
 
-pytestmark = pytest.mark.usefixtures("single_thread")
+# its runs are read for numbers and files, never figures: each is built, not rasterised
+pytestmark = pytest.mark.usefixtures("single_thread", "unsaved_run_figures")
 
 
 @pytest.fixture(scope="module")

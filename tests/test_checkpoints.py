@@ -15,6 +15,9 @@ from lengen.checks import CheckpointWriteError
 from lengen.rundir import FAILED, RunDirectory
 from lengen.train import run
 
+# its runs are read for numbers and files, never figures: each is built, not rasterised
+pytestmark = pytest.mark.usefixtures("unsaved_run_figures")
+
 FAST = ["debug=fast", "eval.factors=[1]", "logger=none"]
 
 

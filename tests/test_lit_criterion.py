@@ -7,7 +7,8 @@ import pytest
 from helpers import compose_train
 from lengen.train import run
 
-pytestmark = pytest.mark.usefixtures("single_thread")
+# its runs are read for numbers and files, never figures: each is built, not rasterised
+pytestmark = pytest.mark.usefixtures("single_thread", "unsaved_run_figures")
 
 
 def criterion_run(tmp_path, *overrides):

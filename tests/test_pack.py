@@ -14,6 +14,9 @@ from helpers import compose_train
 from lengen.pack import train_pack
 from lengen.train import run
 
+# its runs are read for numbers and files, never figures: each is built, not rasterised
+pytestmark = pytest.mark.usefixtures("unsaved_run_figures")
+
 #: a small model, a few validations: seconds per run on one core
 SMALL = (
     "trainer=cpu",

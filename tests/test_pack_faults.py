@@ -16,6 +16,9 @@ from lengen.pack.member import Member
 from lengen.train import run
 from test_pack import losses, rows, small
 
+# its runs are read for numbers and files, never figures: each is built, not rasterised
+pytestmark = pytest.mark.usefixtures("unsaved_run_figures")
+
 SHORT = (
     "trainer.max_steps=6",
     "trainer.val_check_interval=2",

@@ -26,7 +26,8 @@ from lengen.evaluation.tasks import greedy_generate
 from lengen.evaluation.tasks import score_lengths as evaluate
 from lengen.train import run
 
-pytestmark = pytest.mark.usefixtures("single_thread")
+# its runs are read for numbers and files, never figures: each is built, not rasterised
+pytestmark = pytest.mark.usefixtures("single_thread", "unsaved_run_figures")
 
 #: train on lengths ≤ 4, decode at 10: past training
 TRAIN_LEN, LENGTH = 4, 10

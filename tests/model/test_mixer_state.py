@@ -15,7 +15,8 @@ from lengen.errors import ConfigError
 from lengen.model.mixers.build import build_mixer
 from lengen.model.mixers.config.base import mixer_label, plan_entry
 
-pytestmark = pytest.mark.usefixtures("single_thread")
+# its runs are read for numbers and files, never figures: each is built, not rasterised
+pytestmark = pytest.mark.usefixtures("single_thread", "unsaved_run_figures")
 
 RECURRENT = ["gla", "deltanet", "gated_deltanet", "lstm"]
 D_MODEL, HEADS, BATCH, LENGTH = 8, 2, 3, 7

@@ -20,7 +20,8 @@ from lengen.checks import Preempted
 from lengen.pe import Learned
 from lengen.train import run
 
-pytestmark = pytest.mark.usefixtures("single_thread")
+# its runs are read for numbers and files, never figures: each is built, not rasterised
+pytestmark = pytest.mark.usefixtures("single_thread", "unsaved_run_figures")
 
 
 # -- policies --------------------------------------------------------------------------------
