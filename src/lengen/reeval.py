@@ -36,8 +36,9 @@ def parse_arguments(arguments: Sequence[str]) -> tuple[Path, str | None, list[st
         key, sep, value = argument.partition("=")
         if not sep:
             raise ConfigError(
-                f"{argument}: expected key=value; allowed: run=<dir>, tag=<name>, "
-                f"and config overrides such as eval.lengths=[32,64]"
+                f"{argument}: expected key=value (did the shell split a value with spaces? "
+                f"quote it); allowed: run=<dir>, tag=<name>, and config overrides such as "
+                f"eval.lengths=[32,64]"
             )
         if key == "run":
             run_dir = Path(value)

@@ -32,6 +32,7 @@ def parse_command_line(arguments: Sequence[str]) -> Command | None:
     ``--config-name``, …) cannot carry a command past the checks. -> None for the flags that
     only print (``--help``, ``--cfg``, ``--info``, …): Hydra answers them, running nothing."""
     parsed = arguments_parser().parse_args(list(arguments))  # a bad flag: argparse's usage, exit 2
+    check_bare_words(parsed.overrides)  # flags' own values (--cfg job, -c job) are not in it
     if (
         parsed.help
         or parsed.hydra_help
@@ -59,6 +60,20 @@ def parse_command_line(arguments: Sequence[str]) -> Command | None:
         config_dirs=dirs,
         config_name=parsed.config_name or "train",
     )
+
+
+def check_bare_words(overrides: Sequence[str]) -> None:
+    """A word without ``=`` that is no deletion (``~key``): a stray word, or the pieces a shell
+    split off a value with spaces (``hydra.run.dir=/my run``). Hydra answered it with its raw
+    4-line "missing EQUAL" message and exit 1, after the pre-check (U01s)."""
+    bare = [word for word in overrides if "=" not in word and not word.startswith("~")]
+    if bare:
+        words = ", ".join(repr(word) for word in bare)
+        raise ConfigError(
+            f"{words}: not key=value (did the shell split a value with spaces?); allowed: "
+            "key=value or ~key, a value with spaces quoted, e.g. "
+            """'hydra.run.dir="/my runs/a"'"""
+        )
 
 
 def group_choices(group: str, config_dir: Path = CONFIG_DIR) -> list[str]:
