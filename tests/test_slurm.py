@@ -242,7 +242,7 @@ def test_a_job_past_its_requeue_bound_is_not_requeued(unrequeued_sweep):
 def test_a_run_left_interrupted_fails_the_sweep_and_is_named(unrequeued_sweep):
     _, result = unrequeued_sweep
     assert result.returncode == 1
-    assert "sweep: 1 runs (1 interrupted)" in result.stdout
+    assert "sweep: 1 run (1 interrupted)" in result.stdout
     named = result.stderr.split("did not finish):", 1)[1]
     assert ": interrupted: interrupted by SIGUSR1 at step" in named
 
@@ -272,7 +272,7 @@ def test_ddp_over_two_slurm_tasks_writes_one_run(ddp_sweep):
 
 def test_a_ddp_run_continues_after_its_time_limit(ddp_sweep):
     _, result = ddp_sweep
-    assert "sweep: 1 runs (1 continued from a checkpoint)" in result.stdout
+    assert "sweep: 1 run (1 continued from a checkpoint)" in result.stdout
 
 
 # -- the sweep's own process ---------------------------------------------------------------------

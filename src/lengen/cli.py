@@ -452,7 +452,8 @@ class SweepReport(Callback):
         counts = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds))
         plan = self.read_plan(sweep_dir)
         took = f"; took {duration(time.time() - plan['started'])}" if "started" in plan else ""
-        lines = [f"\nsweep: {len(outcomes)} runs ({counts or 'none'}) in {sweep_dir}{took}"]
+        runs = f"{len(outcomes)} run{'s' * (len(outcomes) != 1)}"  # "1 run", "0 runs", "2 runs"
+        lines = [f"\nsweep: {runs} ({counts or 'none'}) in {sweep_dir}{took}"]
         # skipped at the user's request (hydra.sweeper.skip_invalid=true): no run, no failure
         skipped = plan.get("skipped") or []
         if skipped:
