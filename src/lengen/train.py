@@ -53,7 +53,26 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
         if timing is not None:  # this machine's calibration learns from the run
             timing.finished(time.monotonic() - started)
         finish_logging(logger, results, directory)
+        signal_after_training()
     return results
+
+
+def signal_after_training() -> None:
+    """A SIGTERM/SIGUSR1 remembered after training ended (during the final evaluation) is not
+    acted on: the evaluation finishes and the run is complete (docs/scaling.md). One line says
+    so, or the user would not know why the run did not stop (SR7). The signal stays
+    remembered: a local sweep starts no further run."""
+    import signal
+    import sys
+
+    from lengen.process import received_signal
+
+    if signum := received_signal():
+        print(
+            f"{signal.Signals(signum).name} received after training ended: the final evaluation "
+            "was finished and results.json written (the run is complete; nothing to resume)",
+            file=sys.stderr,
+        )
 
 
 def evaluation_progress(cfg: DictConfig, directory: RunDirectory) -> tuple[str, str]:
