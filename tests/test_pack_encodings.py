@@ -16,6 +16,9 @@ from lengen.pack import pack_refusal, train_pack
 from lengen.preflight import validate
 from test_pack import losses, small
 
+# its runs are read for numbers and files, never figures: each is built, not rasterised
+pytestmark = pytest.mark.usefixtures("unsaved_run_figures")
+
 STEPS = 3
 FEW = (f"trainer.max_steps={STEPS}", f"trainer.val_check_interval={STEPS}", "eval.lengths=[16]")
 

@@ -13,6 +13,9 @@ from lengen.pack import pack_refusal, train_pack
 from test_pack import losses, small
 from test_pack_encodings import FEW, solo_losses
 
+# its runs are read for numbers and files, never figures: each is built, not rasterised
+pytestmark = pytest.mark.usefixtures("unsaved_run_figures")
+
 #: one setting of each option that is not a mixer yaml (configs/model/decoder.yaml's keys)
 OPTIONS = [
     ("model.loops=2",),
