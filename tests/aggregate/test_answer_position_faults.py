@@ -15,7 +15,8 @@ from sweep_fixture import write_run
 
 def _positions(accuracy) -> dict:
     entry = {"accuracy": accuracy, "scored": 4, "bin_width": 1}
-    return {"accuracy_by_answer_position": {"protocols": {"teacher_forced": {"8": entry}}}}
+    section = {"train_len": 4, "protocols": {"teacher_forced": {"8": entry}}}
+    return {"accuracy_by_answer_position": section}
 
 
 def test_an_answer_position_accuracy_that_is_nan_fails_the_run_naming_the_part(tmp_path):
@@ -49,3 +50,16 @@ def test_plot_py_lists_a_run_with_a_nan_accuracy_list_instead_of_a_traceback(tmp
     # as AN04's: the run named in the failed-runs line (its reason in aggregate.py's failed.csv)
     (warning,) = [line for line in done.stderr.splitlines() if "failed or missing" in line]
     assert warning.endswith(": bad")
+
+
+def test_plot_py_runs_leaves_out_only_the_damaged_figure_with_one_warning(tmp_path, capsys):
+    from lengen.plots.redraw import redraw_run
+
+    run_dir = write_run(tmp_path, "bad", accuracy={4: 1.0, 8: 0.5}, extra=_positions(math.nan))
+    paths = redraw_run(run_dir)
+    assert sorted(path.name for path in paths) == ["extrapolation.pdf", "extrapolation.png"]
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        f"warning: {run_dir / 'results.json'}: accuracy_by_answer_position.protocols."
+        'teacher_forced["8"].accuracy is NaN, not a list; its figure is not drawn'
+    )

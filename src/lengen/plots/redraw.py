@@ -41,6 +41,25 @@ def run_folders(folder: Path) -> list[Path]:
     )
 
 
+def _drawable(results: dict, key: str, path: Path) -> dict:
+    """``results[key]`` where its figure can be drawn from it, else {} with one warning line
+    naming the file and the part (a NaN where a list belongs ended ``plot.py runs`` in a
+    TypeError traceback: PL05b); the run's other figures are drawn all the same."""
+    import sys
+
+    from lengen.aggregate.sections import SHAPES
+
+    section = results.get(key) or {}
+    if not isinstance(section, dict):
+        problem = f"{key} is {type(section).__name__}, not an object"
+    elif (part := SHAPES[key](section)) is None:
+        return section
+    else:
+        problem = f"{key}.{part}"
+    print(f"warning: {path}: {problem}; its figure is not drawn", file=sys.stderr)
+    return {}
+
+
 def redraw_run(run_dir: Path) -> list[Path]:
     """Draw ``run_dir``'s figures again from its json files -> the paths written."""
     import yaml
@@ -54,11 +73,11 @@ def redraw_run(run_dir: Path) -> list[Path]:
         tag = match.group(1) or ""  # "" for train.py's results, ".<tag>" for eval.py's
         results = json.loads(results_path.read_text())
         paths += plot_extrapolation(results, run_dir / f"extrapolation{tag}.png", **figures)
-        diagnostics = results.get("attention_diagnostics") or {}
+        diagnostics = _drawable(results, "attention_diagnostics", results_path)
         if diagnostics.get("lengths"):
             stem = run_dir / f"attention_diagnostics{tag}"
             paths += plot_attention_diagnostics(diagnostics, stem, **figures)
-        positions = results.get("accuracy_by_answer_position") or {}
+        positions = _drawable(results, "accuracy_by_answer_position", results_path)
         if positions.get("protocols"):
             stem = run_dir / f"accuracy_by_position{tag}"
             paths += plot_position_heatmap(positions, stem, **figures)
