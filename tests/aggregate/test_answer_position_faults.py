@@ -47,9 +47,12 @@ def test_plot_py_lists_a_run_with_a_nan_accuracy_list_instead_of_a_traceback(tmp
     command = [sys.executable, script, str(tmp_path), "--out", str(tmp_path / "f")]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert (done.returncode, "Traceback" in done.stderr) == (0, False), done.stderr[-2000:]
-    # as AN04's: the run named in the failed-runs line (its reason in aggregate.py's failed.csv)
+    # plot.py writes no failed.csv: its failed-runs line names the run and the damaged part
     (warning,) = [line for line in done.stderr.splitlines() if "failed or missing" in line]
-    assert warning.endswith(": bad")
+    assert warning.endswith(
+        ': bad (results.json: accuracy_by_answer_position.protocols.teacher_forced["8"].accuracy '
+        "is NaN, not a list)"
+    )
 
 
 def test_plot_py_runs_leaves_out_only_the_damaged_figure_with_one_warning(tmp_path, capsys):

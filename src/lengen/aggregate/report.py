@@ -164,6 +164,17 @@ def write_failure(out_dir: str | Path, error: OSError) -> str:
     )
 
 
+def failed_names(runs, limit: int) -> str:
+    """The first ``limit`` failed runs, each with its reason's first line (cut at 120
+    characters): plot.py writes no failed.csv, so its warning is where the user reads which
+    part of a run is damaged (PL05b)."""
+    runs, shown = list(runs), []
+    for run in runs[:limit]:
+        reason = next(iter((run.reason or "").strip().splitlines()), "?")
+        shown.append(f"{run.name} ({reason[:119] + '…' if len(reason) > 120 else reason})")
+    return ", ".join(shown) + (" …" if len(runs) > limit else "")
+
+
 def warnings_for(summary: Summary) -> list[str]:
     """One line per problem a user must see (printed on stderr by the CLI)."""
     failed, not_learned, duplicates = summary.failed, summary.not_learned, summary.duplicates
@@ -171,7 +182,7 @@ def warnings_for(summary: Summary) -> list[str]:
     lines = {  # line -> whether it applies
         f"no run directories (holding {CONFIG_NAME}) below {summary.folder}": not summary.runs,
         f"{len(failed)} failed or missing run(s), listed in summary.md and failed.csv: "
-        + run_names(failed, 5): failed,
+        + failed_names(failed, 5): failed,
         f"{len(duplicates)} duplicate run(s) (same config and seed) not counted": duplicates,
         f"{len(summary.excluded)} run(s) excluded by --reached-criterion": summary.excluded,
         f"{len(not_learned)} run(s) did not learn in distribution ({verb}): "
