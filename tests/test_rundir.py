@@ -17,7 +17,9 @@ from lengen.checks import ConfigError
 from lengen.rundir import LOCK, RunDirectory, resume_refusal
 from lengen.train import run
 
-FAST = ["debug=fast", "eval.factors=[1]", "logger=none"]
+#: no attention statistics: no test here reads them, and drawing their figures costs more than
+#: a debug=fast run's training (their tests: tests/evaluation/test_diagnostics.py)
+FAST = ["debug=fast", "eval.factors=[1]", "logger=none", "eval.diagnostics=false"]
 
 
 def test_a_second_process_is_refused_a_locked_directory(tmp_path):
