@@ -60,9 +60,12 @@ for task in $tasks; do
             "$python" eval.py run="$run_dir" ${arm#*|} tag="$tag" || status=$?
         done
         drope="$sweep/drope/$(basename "$run_dir")_drope"
+        # the base's seed: without it every recalibration trained on seed 0's stream, and the
+        # aggregation counted the second seed's as a duplicate of the first's
+        base_seed=$(sed -n 's/^seed: *//p' "$run_dir/config.yaml")
         [ -f "$drope/results.json" ] || "$python" train.py experiment=schedules_small \
-            data="$task" pe=nope init_from="$run_dir" trainer.max_steps="$drope_steps" \
-            resume=auto hydra.run.dir="$drope" "$@" || status=$?
+            data="$task" pe=nope init_from="$run_dir" seed="$base_seed" \
+            trainer.max_steps="$drope_steps" resume=auto hydra.run.dir="$drope" "$@" || status=$?
         [ -f "$run_dir/rope_factors.128.json" ] || "$python" scripts/search_rope_factors.py \
             --run "$run_dir" --length 128 --out "$run_dir/rope_factors.128.json" || status=$?
     done
