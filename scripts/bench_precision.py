@@ -107,7 +107,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--force", action="store_true", help="train bf16 without bf16 flags")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument(
-        "--d-model", type=int, default=None,
+        "--d-model",
+        type=int,
+        default=None,
         help="model width instead of the default size's (d_ff = 4x, one head per 32 channels)",
     )
     parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # tests

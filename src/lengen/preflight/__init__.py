@@ -196,7 +196,9 @@ def precheck(arguments: Sequence[str]) -> int | None:
     check_pack_sweep(command, values.get("hydra.sweeper.pack"), skipping, cluster)
     if not sweeping:
         _NEW_RUN_FOLDER["path"] = _first_missing(run_dir) if run_dir is not None else "default"
-        _NEW_RUN_FOLDER["parent"] = _first_missing(str(DEFAULT_RUNS_FOLDER)) if run_dir is None else None
+        _NEW_RUN_FOLDER["parent"] = (
+            _first_missing(str(DEFAULT_RUNS_FOLDER)) if run_dir is None else None
+        )
     # the other ranks of a multi-process run re-run this command into rank 0's directory
     if configs and run_dir is not None and not sweeping and is_rank_zero():
         directory = RunDirectory(run_dir)
