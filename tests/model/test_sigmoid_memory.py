@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from helpers import load_script
 from lengen.model.block_options import math_attention
 from lengen.pe.alibi import ALiBi
 from lengen.pe.nope import NoPE
@@ -21,23 +22,8 @@ BATCH, HEADS, HEAD_DIM = 1, 2, 8
 SIZES = dict(d_model=HEADS * HEAD_DIM, n_heads=HEADS, causal=True)
 
 
-def live_peak_bytes(work) -> int:
-    """Peak of live CPU tensor bytes while ``work()`` runs, above what was live before (the
-    profiler's allocation events summed in time order, as scripts/bench_memory.py)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        work()
-    events = sorted(
-        (event.start_ns(), event.nbytes())
-        for event in prof.profiler.kineto_results.events()
-        if event.name() == "[memory]" and str(event.device_type()).endswith("CPU")
-    )
-    live = peak = 0
-    for _, nbytes in events:
-        live += nbytes
-        peak = max(peak, live)
-    return peak
+# the peak of live CPU tensor bytes, measured as scripts/bench_memory.py measures it
+live_peak_bytes = load_script("bench_memory").live_peak_bytes
 
 
 def qkv(length: int, dtype=torch.float32, grad: bool = False):
