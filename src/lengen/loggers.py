@@ -43,7 +43,10 @@ def continue_csv_log(logger, step: int, last_row: dict | None = None) -> None:
     if not isinstance(logger, CSVLogger):
         return  # wandb: the resumed part is a new wandb run
     path = Path(logger.log_dir) / "metrics.csv"
-    if not path.is_file():
+    if not path.is_file():  # stopped before its first row: logs/ holds only hparams.yaml
+        with warnings.catch_warnings():  # the same warning, with nothing to delete
+            warnings.simplefilter("ignore")
+            logger.experiment
         return
     with open(path, newline="") as file:
         reader = csv.DictReader(file)
