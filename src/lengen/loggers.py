@@ -46,7 +46,7 @@ def continue_csv_log(logger, step: int, last_row: dict | None = None) -> None:
     if not path.is_file():  # stopped before its first row: logs/ holds only hparams.yaml
         with warnings.catch_warnings():  # the same warning, with nothing to delete
             warnings.simplefilter("ignore")
-            logger.experiment
+            _ = logger.experiment  # made now, under the filter
         return
     with open(path, newline="") as file:
         reader = csv.DictReader(file)
