@@ -72,7 +72,7 @@ def test_the_report_counts_jobs_whose_return_it_never_saw(tmp_path):
 def test_a_run_without_results_fails_the_sweep_whatever_its_job_returned(tmp_path):
     job(tmp_path, 0, "a", "trained", **{"checkpoints__last.ckpt": "x"})
     status, out, err = report(tmp_path)
-    assert status == 1 and "sweep: 1 runs (1 interrupted)" in out
+    assert status == 1 and "sweep: 1 run (1 interrupted)" in out
     assert "  a: interrupted: a checkpoint and no results" in err
 
 

@@ -666,8 +666,10 @@ def test_aggregate_finds_a_run_made_inside_another_runs_folder(tmp_path):
     assert "run/sub" in (tmp_path / "sweep" / "runs.csv").read_text()
 
 
-def test_plot_attention_out_of_memory_is_one_line(finished_run, tmp_path):
-    # a length no memory holds: torch's allocator raised a RuntimeError traceback
+def test_plot_attention_at_a_length_no_memory_holds_is_one_line(finished_run, tmp_path):
+    # a length no memory holds: torch's allocator raised a RuntimeError traceback; then it was
+    # caught as out of memory (exit 5); since dedb5e1 the run's config.yaml refuses it before
+    # the checkpoint is loaded (maps are formed up to 4,096 tokens), as bad input
     run_dir = tmp_path / "run"
     shutil.copytree(finished_run, run_dir)
     before = listing(tmp_path)
@@ -679,8 +681,9 @@ def test_plot_attention_out_of_memory_is_one_line(finished_run, tmp_path):
         timeout=120,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
-    assert done.returncode == 5, done.stderr[-2000:]
-    assert done.stderr.strip().splitlines()[-1].startswith("error: --length 1000000000: out of")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1].startswith("error: --length 1000000000: ")
+    assert "allowed: a shorter --length" in done.stderr
     assert "Traceback" not in done.stderr
     assert set(listing(tmp_path)) == set(before)  # (its probe of the folder's write access aside)
 

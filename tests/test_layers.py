@@ -23,7 +23,8 @@ LAYERS = (
     # raises; the process's signals and output streams
     ("atomic", "provenance", "errors", "process", "logs"),  # logs: which records reach output
     ("estimate_entries",),  # which calibration entries are sound (finite, plausible)
-    ("checks", "results", "measure", "caches", "lazy", "identity"),
+    # section_shapes: the shape of results.json sections, read by aggregate and plots alike
+    ("checks", "results", "measure", "caches", "lazy", "identity", "section_shapes"),
     # a run's expected time from the machine's calibration, keyed by mechanism (identity's
     # defaults say which model options are off)
     ("estimate",),

@@ -1,4 +1,4 @@
-"""lengen.aggregate.sections: a part of the wrong kind inside a results.json section the sweep
+"""lengen.section_shapes: a part of the wrong kind inside a results.json section the sweep
 diagnostics read (an answer-position accuracy list that is NaN, a layer that is a string) fails
 its run with the part named, as a section that is no object does (AN04), instead of ending
 plot.py in a TypeError traceback after some figures were written (issue #51: PL05b)."""

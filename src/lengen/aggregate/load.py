@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from lengen.aggregate.sections import section_problems
 from lengen.identity import AVERAGED_MAY_DIFFER, digest, flatten, measured_identity
 from lengen.results import (
     CONFIG_NAME,
@@ -26,6 +25,7 @@ from lengen.results import (
     schema_problems,
     sort_rows,
 )
+from lengen.section_shapes import section_problems
 
 #: folders a run writes that are never runs (wandb's hold config.yaml files of wandb's own)
 RUN_SUBFOLDERS = ("wandb", "checkpoints", "logs")

@@ -47,7 +47,7 @@ def _drawable(results: dict, key: str, path: Path) -> dict:
     TypeError traceback: PL05b); the run's other figures are drawn all the same."""
     import sys
 
-    from lengen.aggregate.sections import SHAPES
+    from lengen.section_shapes import SHAPES
 
     section = results.get(key) or {}
     if not isinstance(section, dict):
