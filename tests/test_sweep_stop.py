@@ -136,7 +136,10 @@ def test_sigterm_to_a_parallel_local_sweep_stops_its_workers_with_checkpoints(tm
     sweep_dir = tmp_path / "sweep"
     process = sweep(sweep_dir, "hydra/launcher=local", "hydra.launcher.n_jobs=2")
     try:
-        wait_for_pids(sweep_dir, 2, process)  # both workers in their jobs
+        # both workers training: a job with its start record but no step yet is "not started"
+        # when the signal comes first (CI's 2-core run, 2026-12-02)
+        wait_for_pids(sweep_dir, 2, process)
+        wait_for_checkpoints(sweep_dir, 2, process)
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=120)
     finally:
@@ -154,10 +157,7 @@ def test_sigterm_to_a_sequential_sweep_reports_and_starts_no_more_runs(tmp_path)
     sweep_dir = tmp_path / "sweep"
     process = sweep(sweep_dir)
     try:
-        wait_for_pids(sweep_dir, 0, process)
-        while not list(sweep_dir.glob("*/checkpoints/last.ckpt")):  # the first run trains
-            assert process.poll() is None
-            time.sleep(0.2)
+        wait_for_checkpoints(sweep_dir, 1, process)  # the first run trains
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=120)
     finally:
@@ -216,3 +216,11 @@ def test_a_signal_before_a_sequential_sweeps_first_run_starts_no_run(tmp_path):
     assert process.returncode == 143, err[-2000:]
     assert "sweep: 2 runs (2 not started)" in out
     assert not list(sweep_dir.glob("*/checkpoints"))
+
+
+def wait_for_checkpoints(sweep_dir, count: int, process: subprocess.Popen) -> None:
+    """Until ``count`` runs have saved a checkpoint (they train)."""
+    deadline = time.monotonic() + 120
+    while len(list(sweep_dir.glob("*/checkpoints/last.ckpt"))) < count:
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
