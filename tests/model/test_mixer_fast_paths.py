@@ -1,8 +1,8 @@
 """The chunked form's short cuts (``lengen.model.mixers.linear.chunked_form``, #49's step time):
 from no start state and without a gate it skips the terms that are exactly 0 or 1, leaves the
 solve's unread triangle unmasked and returns one chunk uncopied. The values and gradients are
-the recurrence's (a float64 loop over time written here, from a zero state), and the skipped
-work is not done (counted with the profiler)."""
+the recurrence's (tests/recurrence_reference.py's float64 loop over time, from a zero state),
+and the skipped work is not done (counted with the profiler)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from lengen.model.mixers.linear import chunked_form
+from recurrence_reference import delta_rule_loop
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -43,34 +44,12 @@ def terms(variant: str, length: int, seed: int = 0):
     return q, k, v, beta if delta else None, log_decay if gated else None
 
 
-def zero_state_loop(q, k, v, beta, log_decay):
-    """S_0 = 0; S_t = α_t (I − β_t k_t k_tᵀ) S_{t−1} + β_t k_t v_tᵀ (or α_t S_{t−1} + k_t v_tᵀ),
-    o_t = S_tᵀ q_t, per row and head -> outputs (B, H, T, dv), the last state."""
-    batch, heads, length, dk = q.shape
-    outputs = torch.zeros(batch, heads, length, v.shape[-1], dtype=q.dtype)
-    final = torch.zeros(batch, heads, dk, v.shape[-1], dtype=q.dtype)
-    for b in range(batch):
-        for h in range(heads):
-            memory = torch.zeros(dk, v.shape[-1], dtype=q.dtype)
-            for t in range(length):
-                alpha = 1.0 if log_decay is None else torch.exp(log_decay[b, h, t])
-                key = k[b, h, t][:, None]  # (dk, 1)
-                if beta is None:
-                    memory = alpha * memory + key @ v[b, h, t][None, :]
-                else:
-                    transition = torch.eye(dk, dtype=q.dtype) - beta[b, h, t] * key @ key.T
-                    memory = alpha * transition @ memory + beta[b, h, t] * key @ v[b, h, t][None, :]
-                outputs[b, h, t] = memory.T @ q[b, h, t]
-            final[b, h] = memory
-    return outputs, final
-
-
 @pytest.mark.parametrize("chunk_size", [16, 4, 1])  # one chunk (the training size), several
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_chunked_form_from_no_state_equals_the_loop_from_zero(variant, chunk_size):
     q, k, v, beta, log_decay = terms(variant, length=10)
     got = chunked_form(q, k, v, beta, log_decay, None, chunk_size=chunk_size)
-    assert_close(got, zero_state_loop(q, k, v, beta, log_decay))
+    assert_close(got, delta_rule_loop(q, k, v, beta, log_decay))
 
 
 @pytest.mark.parametrize("chunk_size", [8, 2])

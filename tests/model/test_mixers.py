@@ -1,7 +1,8 @@
 """Sequence mixers (``lengen.model.mixers``, docs/models.md): the linear family's chunked and
-recurrent forms against an independent float64 loop over time written here with the
-transition matrix α(I − β k kᵀ); each mixer's whole forward re-derived from its parameters;
-causality, cached decoding, gradients, the refusals, the yamls, and hybrids with every encoding.
+recurrent forms against an independent float64 loop over time with the transition matrix
+α(I − β k kᵀ) (tests/recurrence_reference.py); each mixer's whole forward re-derived from its
+parameters; causality, cached decoding, gradients, the refusals, the yamls, and hybrids with every
+encoding.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from lengen.model.mixers.config.base import mixer_config_class, mixer_defaults, 
 from lengen.model.mixers.linear import chunked_form, recurrent_form
 from lengen.pe import NoPE
 from lengen.preflight import validate
+from recurrence_reference import delta_rule_loop
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -34,30 +36,6 @@ RECURRENT = [name for name in MIXERS if name != "attention"]
 LINEAR = {"gla": (False, True), "deltanet": (True, False), "gated_deltanet": (True, True)}
 #: the recurrences of the linear family, Grazzi et al.'s β in (0, 2) included
 VARIANTS = {**LINEAR, "gated_deltanet_negative": (True, True)}
-
-
-# -- an independent re-derivation: the recurrence as a loop over time ----------------------------
-def reference_loop(q, k, v, beta, log_decay, state):
-    """Per batch row and head, token by token, with the state transition written as a matrix:
-    S_t = α_t (I − β_t k_t k_tᵀ) S_{t−1} + β_t k_t v_tᵀ (delta rule) or α_t S_{t−1} + k_t v_tᵀ,
-    o_t = S_tᵀ q_t. Shapes as ``chunked_form``'s."""
-    batch, heads, length, dk = q.shape
-    outputs = torch.zeros(batch, heads, length, v.shape[-1], dtype=q.dtype)
-    final = torch.zeros_like(state)
-    for b in range(batch):
-        for h in range(heads):
-            memory = state[b, h].clone()  # (dk, dv)
-            for t in range(length):
-                alpha = 1.0 if log_decay is None else torch.exp(log_decay[b, h, t])
-                key = k[b, h, t][:, None]  # (dk, 1)
-                if beta is None:
-                    memory = alpha * memory + key @ v[b, h, t][None, :]
-                else:
-                    transition = torch.eye(dk, dtype=q.dtype) - beta[b, h, t] * key @ key.T
-                    memory = alpha * transition @ memory + beta[b, h, t] * key @ v[b, h, t][None, :]
-                outputs[b, h, t] = memory.T @ q[b, h, t]
-            final[b, h] = memory
-    return outputs, final
 
 
 def random_terms(variant: str, length: int = 10, seed: int = 0):
@@ -80,7 +58,7 @@ def random_terms(variant: str, length: int = 10, seed: int = 0):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_chunked_form_equals_the_reference_loop(variant):
     q, k, v, beta, log_decay, state = random_terms(variant)
-    expected = reference_loop(q, k, v, beta, log_decay, state)
+    expected = delta_rule_loop(q, k, v, beta, log_decay, state)
     got = chunked_form(q, k, v, beta, log_decay, state, chunk_size=4)  # 10 = 4 + 4 + 2
     assert_close(got, expected)
 
@@ -90,7 +68,7 @@ def test_recurrent_form_equals_the_reference_loop(variant):
     q, k, v, beta, log_decay, state = random_terms(variant)
     assert_close(
         recurrent_form(q, k, v, beta, log_decay, state),
-        reference_loop(q, k, v, beta, log_decay, state),
+        delta_rule_loop(q, k, v, beta, log_decay, state),
     )
 
 
@@ -194,7 +172,7 @@ def rederived_linear(module, x, delta, gated, beta_scale):
         delta_t = torch.log1p(torch.exp(x @ module.decay.weight.T + module.dt_bias))
         log_decay = (-torch.exp(module.a_log) * delta_t).permute(0, 2, 1)
     start = torch.zeros(batch, heads, head_dim, head_dim, dtype=x.dtype)
-    y, _ = reference_loop(q / head_dim**0.5, k, v, beta, log_decay, start)
+    y, _ = delta_rule_loop(q / head_dim**0.5, k, v, beta, log_decay, start)
     y = y / torch.sqrt((y * y).mean(-1, keepdim=True) + 1e-5) * module.norm.weight
     y = y.permute(0, 2, 1, 3).reshape(batch, length, d_model)
     gate = x @ module.gate.weight.T
