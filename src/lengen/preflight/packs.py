@@ -55,8 +55,9 @@ def check_pack_sweep(command, given: str | None, skipping: bool, cluster: bool) 
         packs = [members for members in group_jobs(configs, pack) if len(members) > 1]
         for members in packs:
             check_pack_memory(configs[members[0]], len(members))
-        if not cluster:  # SLURM's nodes are not this machine's calibration: their jobs ask
-            check_pack_evaluations([configs[members[0]] for members in packs])
+        # on SLURM too, as its memory is asked of this machine: the nodes' own check (the
+        # pack's job, lengen.pack.timing) came only after the sweep was written and submitted
+        check_pack_evaluations([configs[members[0]] for members in packs])
 
 
 def check_pack_evaluations(firsts) -> None:

@@ -1,0 +1,32 @@
+"""Issue #51's leftovers of 2026-12-02 (helper-F's brief): a pack sweep on SLURM bounded by the
+pre-check as a local one is, a signal during a pack's final evaluation said as a solo run's, the
+failed-runs warning true for each of its callers. One property per test."""
+
+from __future__ import annotations
+
+import pytest
+
+from lengen.errors import ConfigError
+
+#: a pack sweep small enough to build at once (debug=fast: a few steps), as
+#: tests/test_faults_round3b.py's local one
+PACK = ("-m", "seed=0,1", "hydra.sweeper.pack=2", "debug=fast", "trainer.accelerator=cpu")
+
+
+def test_a_slurm_pack_whose_evaluation_its_solo_runs_would_refuse_is_refused_by_the_precheck(
+    tmp_path, monkeypatch
+):
+    """hydra/launcher=slurm skipped the pre-check's bound (the pack's job refused it on the
+    node, after the sweep folder was written and the jobs submitted; the sweep exited 1)."""
+    from lengen.estimate_bound import MAX_EVAL_HOURS_VARIABLE
+    from lengen.preflight import precheck
+
+    # SLURM itself is not asked here (no scheduler needed): the launcher's own checks pass
+    monkeypatch.setattr("lengen.preflight.launchers.check_launcher", lambda launcher: None)
+    monkeypatch.setenv("LENGEN_CACHE_DIR", str(tmp_path / "cache"))  # nothing measured: rough
+    monkeypatch.setenv(MAX_EVAL_HOURS_VARIABLE, "1e-9")  # any evaluation longer than training
+    sweep = tmp_path / "sweep"
+    arguments = [*PACK, "hydra/launcher=slurm", "eval.lengths=[8,64]", f"hydra.sweep.dir={sweep}"]
+    with pytest.raises(ConfigError, match=r"^eval.lengths: the evaluation is estimated at "):
+        precheck(arguments)
+    assert not sweep.exists()
