@@ -30,3 +30,40 @@ def test_a_slurm_pack_whose_evaluation_its_solo_runs_would_refuse_is_refused_by_
     with pytest.raises(ConfigError, match=r"^eval.lengths: the evaluation is estimated at "):
         precheck(arguments)
     assert not sweep.exists()
+
+
+@pytest.fixture
+def no_signal_left():
+    from lengen import process
+
+    yield
+    process.acted_on_signal()  # a later test in this process starts without it
+
+
+def test_a_sigterm_during_a_packs_final_evaluation_is_named_in_one_line(
+    tmp_path, monkeypatch, capsys, single_thread, no_signal_left
+):
+    """A solo run said so (lengen.train.signal_after_training, SR7); a pack said nothing."""
+    import signal
+
+    import lengen.train
+    from lengen import process
+    from lengen.pack import train_pack
+    from test_pack import small
+
+    real = lengen.train.evaluate_and_write
+
+    def signalled(*args, **kwargs):  # the signal arrives while a member is evaluated
+        process._remember(signal.SIGTERM, None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lengen.train, "evaluate_and_write", signalled)
+    cfgs = [small("trainer.max_steps=2", "logger=none", f"seed={seed}") for seed in (0, 1)]
+    dirs = [tmp_path / str(seed) for seed in (0, 1)]
+    train_pack(cfgs, dirs)
+    assert all((path / "results.json").is_file() for path in dirs)
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("SIGTERM")]
+    assert line == (
+        "SIGTERM received after training ended: the final evaluation of the pack's 2 runs was "
+        "finished and their results.json written (the runs are complete; nothing to resume)"
+    )

@@ -57,22 +57,27 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     return results
 
 
-def signal_after_training() -> None:
+#: what ``signal_after_training`` says of a solo run (a pack says it of its members)
+RUN_FINISHED = (
+    "the final evaluation was finished and results.json written (the run is complete; nothing "
+    "to resume)"
+)
+
+
+def signal_after_training(finished: str = RUN_FINISHED) -> None:
     """A SIGTERM/SIGUSR1 remembered after training ended (during the final evaluation) is not
     acted on: the evaluation finishes and the run is complete (docs/scaling.md). One line says
     so, or the user would not know why the run did not stop (SR7). The signal stays
-    remembered: a local sweep starts no further run."""
+    remembered: a local sweep starts no further run. ``finished``: what was finished (a pack's
+    job, ``lengen.pack.train_pack``, names its members' results)."""
     import signal
     import sys
 
     from lengen.process import received_signal
 
     if signum := received_signal():
-        print(
-            f"{signal.Signals(signum).name} received after training ended: the final evaluation "
-            "was finished and results.json written (the run is complete; nothing to resume)",
-            file=sys.stderr,
-        )
+        name = signal.Signals(signum).name
+        print(f"{name} received after training ended: {finished}", file=sys.stderr)
 
 
 def evaluation_progress(cfg: DictConfig, directory: RunDirectory) -> tuple[str, str]:

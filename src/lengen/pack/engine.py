@@ -90,7 +90,26 @@ def train_pack(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path]) -> li
             run = PackRun(cohort, checked[cohort[0].index].optim, device, pack)
             for index, outcome in run.train().items():
                 results[index] = outcome
+    from lengen.train import signal_after_training  # a solo run's line (SR7), a pack's words
+
+    signal_after_training(finished_line([results[index] for index in todo]))
     return results
+
+
+def finished_line(outcomes: list) -> str:
+    """What a signal remembered after the pack's training let finish (``lengen.train.
+    signal_after_training``'s words for a pack): the members' evaluations, and how many of
+    them wrote results.json (a member that left has its own error line above)."""
+    written = sum(1 for outcome in outcomes if isinstance(outcome, dict) and "error" not in outcome)
+    if written == len(outcomes):
+        return (
+            f"the final evaluation of the pack's {written} runs was finished and their "
+            "results.json written (the runs are complete; nothing to resume)"
+        )
+    return (
+        f"the pack's final evaluations were finished: {written} of its {len(outcomes)} runs "
+        "wrote results.json (those are complete; the others' errors are above)"
+    )
 
 
 @contextlib.contextmanager
