@@ -67,3 +67,40 @@ def test_a_sigterm_during_a_packs_final_evaluation_is_named_in_one_line(
         "SIGTERM received after training ended: the final evaluation of the pack's 2 runs was "
         "finished and their results.json written (the runs are complete; nothing to resume)"
     )
+
+
+def _a_sweep_with_a_failed_run(folder):
+    """A finished run and one whose results.json cannot be read (a failed run)."""
+    from sweep_fixture import write_run
+
+    write_run(folder, "good", accuracy={4: 1.0, 8: 0.5})
+    write_run(folder, "bad", seed=1, accuracy={4: 1.0, 8: 0.5})
+    (folder / "bad" / "results.json").write_text("{cut")
+
+
+def _failed_line(err: str) -> str:
+    (line,) = [x for x in err.splitlines() if "failed or missing run" in x]
+    return line
+
+
+def test_aggregate_py_names_the_files_it_wrote_that_list_the_failed_runs(tmp_path, capsys):
+    """With --metric accuracy its summary is summary.accuracy.md: that file is named (the
+    line said summary.md, which it had not written)."""
+    from lengen.aggregate.command import main
+
+    _a_sweep_with_a_failed_run(tmp_path)
+    assert main([str(tmp_path), "--metric", "accuracy"]) == 0
+    line = _failed_line(capsys.readouterr().err)
+    assert "1 failed or missing run(s), listed in summary.accuracy.md and failed.csv: bad (" in line
+    assert (tmp_path / "summary.accuracy.md").is_file() and (tmp_path / "failed.csv").is_file()
+
+
+def test_plot_py_says_no_file_lists_the_failed_runs(tmp_path, capsys):
+    """plot.py writes neither summary.md nor failed.csv; its line said it listed them there."""
+    from helpers import load_script
+
+    _a_sweep_with_a_failed_run(tmp_path)
+    assert load_script("plot").main([str(tmp_path), "--out", str(tmp_path / "f")]) == 0
+    line = _failed_line(capsys.readouterr().err)
+    assert line.startswith("warning: 1 failed or missing run(s): bad (")
+    assert not list(tmp_path.rglob("failed*.csv")) and not list(tmp_path.rglob("summary*.md"))

@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 
 from lengen.aggregate.extension import extension_rows
-from lengen.aggregate.report import unwritable, warnings_for, write_failure, write_outputs
+from lengen.aggregate.report import (
+    failed_lists,
+    unwritable,
+    warnings_for,
+    write_failure,
+    write_outputs,
+)
 from lengen.aggregate.stats import STATISTICS, Summary, aggregate
 from lengen.aggregate.verdicts import DEFAULT_TEST_RULE
 from lengen.results import CONFIG_NAME, LEARNED_ACCURACY, METRIC_DIRECTIONS, RATIO_THRESHOLDS
@@ -162,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:  # after the probe: a disk that filled up, a folder made read-only
         print(f"error: {write_failure(out_dir, error)}", file=sys.stderr)
         return 4
-    for line in warnings_for(summary):
+    for line in warnings_for(summary, failed_lists(summary, paths)):  # the lists it wrote
         print(f"warning: {line}", file=sys.stderr)
     configurations = len({row["_hash"] for row in summary.rows})
     print(

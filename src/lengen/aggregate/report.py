@@ -175,13 +175,28 @@ def failed_names(runs, limit: int) -> str:
     return ", ".join(shown) + (" …" if len(runs) > limit else "")
 
 
-def warnings_for(summary: Summary) -> list[str]:
-    """One line per problem a user must see (printed on stderr by the CLI)."""
+#: the outputs of ``write_outputs`` that list the failed runs (their names before options)
+FAILED_LISTS = ("summary.md", "failed.csv")
+
+
+def failed_lists(summary: Summary, written) -> list[Path]:
+    """Of the paths ``written`` (``write_outputs``'), those that list the failed runs: what
+    aggregate.py's failed-runs warning names (plot.py writes neither)."""
+    options = (summary.tag, summary.metric, summary.statistic)
+    names = {output_name(name, *options) for name in FAILED_LISTS}
+    return [Path(path) for path in written if Path(path).name in names]
+
+
+def warnings_for(summary: Summary, listed_in=()) -> list[str]:
+    """One line per problem a user must see (printed on stderr by the CLI). ``listed_in``: the
+    files the caller wrote that list the failed runs (``failed_lists``), named in their line;
+    none (plot.py) leaves the line to the runs' names and reasons."""
     failed, not_learned, duplicates = summary.failed, summary.not_learned, summary.duplicates
     verb = "excluded" if summary.exclude_not_learned else "kept in the statistics, flagged"
+    where = " and ".join(Path(path).name for path in listed_in)
     lines = {  # line -> whether it applies
         f"no run directories (holding {CONFIG_NAME}) below {summary.folder}": not summary.runs,
-        f"{len(failed)} failed or missing run(s), listed in summary.md and failed.csv: "
+        f"{len(failed)} failed or missing run(s){f', listed in {where}' if where else ''}: "
         + failed_names(failed, 5): failed,
         f"{len(duplicates)} duplicate run(s) (same config and seed) not counted": duplicates,
         f"{len(summary.excluded)} run(s) excluded by --reached-criterion": summary.excluded,
