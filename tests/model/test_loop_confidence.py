@@ -26,7 +26,7 @@ from lengen.model.looped import looped_depth, loops_forced
 from lengen.preflight import check_components, validate
 from model.test_looped import reference_logits, small
 
-pytestmark = pytest.mark.usefixtures("single_thread")
+pytestmark = pytest.mark.usefixtures("single_thread", "unsaved_run_figures")
 
 
 def reference_curve(net, tokens: torch.Tensor, targets: torch.Tensor, k_max: int) -> list:
@@ -112,28 +112,8 @@ def test_a_row_records_the_chosen_count_and_its_curve():
 
 
 # -- end to end: train.py and eval.py ---------------------------------------------------------------
-@pytest.fixture(scope="module")
-def fixed_run(tmp_path_factory):
-    from lengen.train import run
-
-    run_dir = tmp_path_factory.mktemp("looped_fixed")
-    run(compose_train("model.loops=2", "logger=none"), run_dir=run_dir)
-    return run_dir
-
-
-def test_eval_py_re_evaluates_a_fixed_loop_run_by_confidence(fixed_run):
-    from lengen.reeval import evaluate_run
-
-    results = evaluate_run([f"run={fixed_run}", "model.loop_rule=confidence",
-                            "model.loop_extra=2", "eval.decoding=greedy", "tag=confidence"])  # fmt: skip
-    rows = results["eval"]
-    train_tokens = next(r["max_position"] for r in rows if r["length"] == results["train_len"])
-    sizes = [math.ceil(2 * row["max_position"] / train_tokens) + 2 for row in rows]
-    assert [len(row["loop_confidence"]) for row in rows] == sizes
-    assert [row["loops"] for row in rows] == [choose_loops(r["loop_confidence"]) for r in rows]
-    assert (fixed_run / "results.confidence.json").exists()
-
-
+# (eval.py by confidence on a fixed-count run: tests/model/test_looped.py, over the looped run it
+# trains for its own eval.py tests, so that one training run serves both)
 def test_eval_py_re_evaluates_a_linear_loop_run_by_confidence(tmp_path):
     from lengen.reeval import evaluate_run
     from lengen.train import run
@@ -141,15 +121,17 @@ def test_eval_py_re_evaluates_a_linear_loop_run_by_confidence(tmp_path):
     run(compose_train("model.loops=2", "model.loop_rule=linear", "logger=none",
                       "trainer.max_steps=2"), run_dir=tmp_path)  # fmt: skip
     rows = evaluate_run([f"run={tmp_path}", "model.loop_rule=confidence", "model.loop_extra=0",
-                         "tag=confidence"])["eval"]  # fmt: skip
+                         "eval.factors=[1,2]", "tag=confidence"])["eval"]  # fmt: skip
     assert all(row["loops"] == choose_loops(row["loop_confidence"]) for row in rows)
 
 
 def test_a_run_trains_and_evaluates_under_the_confidence_rule(tmp_path):
     from lengen.train import run
 
+    # 1× and 2× the training length: each length's curve is scored the same way, and greedy
+    # decoding through up to K + 1 loops per token costs most at the longest lengths
     cfg = compose_train("model.loops=2", "model.loop_rule=confidence", "model.loop_extra=1",
-                        "eval.decoding=greedy", "logger=none")  # fmt: skip
+                        "eval.decoding=greedy", "eval.factors=[1,2]", "logger=none")  # fmt: skip
     rows = run(cfg, run_dir=tmp_path)["eval"]
     assert all(row["loops"] == choose_loops(row["loop_confidence"]) for row in rows)
 

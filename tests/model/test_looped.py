@@ -24,7 +24,7 @@ from lengen.model.config import DecoderOnlyConfig
 from lengen.pe import NoPE
 from lengen.preflight import validate
 
-pytestmark = pytest.mark.usefixtures("single_thread")
+pytestmark = pytest.mark.usefixtures("single_thread", "unsaved_run_figures")
 
 SIZES = dict(d_model=8, n_heads=2, d_ff=16, n_layers=2)
 #: the training sequence's tokens the small models are told (pe's train_positions)
@@ -268,8 +268,14 @@ def test_cached_decoding_of_a_looped_model_past_the_training_length(pe):
 def test_a_looped_model_trains_and_evaluates_through_hydra_keys(tmp_path):
     from lengen.train import run
 
+    # 1× and 2× the training length: the count grows past 2 (greedy decoding of a loop that
+    # deepens with the length costs most at 8×, and the rule is the same at every length)
     cfg = compose_train(
-        "model.loops=2", "model.loop_rule=linear", "eval.decoding=greedy", "logger=none"
+        "model.loops=2",
+        "model.loop_rule=linear",
+        "eval.decoding=greedy",
+        "eval.factors=[1,2]",
+        "logger=none",
     )
     results = run(cfg, run_dir=tmp_path)
     assert {row["protocol"] for row in results["eval"]} == {"greedy"}
@@ -324,6 +330,22 @@ def test_eval_py_re_evaluates_a_fixed_loop_run_under_the_linear_rule(fixed_run):
     assert [row["loops"] for row in rows] == [
         math.ceil(2 * row["max_position"] / train_tokens) for row in rows
     ]
+
+
+def test_eval_py_re_evaluates_a_fixed_loop_run_by_confidence(fixed_run):
+    # model.loop_rule=confidence (tests/model/test_loop_confidence.py), on this file's run
+    from lengen.evaluation.loop_choice import choose_loops
+    from lengen.reeval import evaluate_run
+
+    results = evaluate_run([f"run={fixed_run}", "model.loop_rule=confidence",
+                            "model.loop_extra=2", "eval.decoding=greedy", "eval.factors=[1,2]",
+                            "tag=confidence"])  # fmt: skip
+    rows = results["eval"]
+    train_tokens = next(r["max_position"] for r in rows if r["length"] == results["train_len"])
+    sizes = [math.ceil(2 * row["max_position"] / train_tokens) + 2 for row in rows]
+    assert [len(row["loop_confidence"]) for row in rows] == sizes
+    assert [row["loops"] for row in rows] == [choose_loops(r["loop_confidence"]) for r in rows]
+    assert (fixed_run / "results.confidence.json").exists()
 
 
 def test_eval_py_refuses_to_drop_the_loop_of_a_looped_checkpoint_in_one_line(fixed_run):
