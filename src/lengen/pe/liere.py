@@ -31,6 +31,16 @@ per-block ``matrix_exp`` calls in a loop to save memory; here one batched call p
 positions (``rotate_in_position_blocks``: a training length is one block, a long evaluation
 several, so its memory stays within 2x RoPE's at 8,192 tokens), in fp32 at least.
 
+**Sequences (one axis), exact and cheaper.** Positions p₀, p₀ + 1, … (training, a long
+evaluation, cached queries) have exponents p·A that are multiples of one A, which commute, so
+R(p₀ + t) = R(p₀)·E^t with E = exp(u·A), u one step's coordinate: E's powers are formed by
+doubling (``power_rotations``: ⌈log₂ T⌉ batched matmuls) and only E and R(p₀) take a
+``matrix_exp`` (``run_rotations``), their backward scaled (``exponential_vjp``), where one
+exponential per position and head and its backward were half the training step. fp32 values
+and gradients are as close to float64 as the per-position form (tests/pe/test_liere_fast.py).
+Grids and any other positions keep one ``matrix_exp`` per position; ComRoPE keeps it
+everywhere (``powers_on_sequences``).
+
 The pure functions at the top (``skew_from_upper``, ``generator_rotations``, ``rotate_blocks``,
 ``block_coordinates``) are shared with ComRoPE.
 """
@@ -38,9 +48,11 @@ The pure functions at the top (``skew_from_upper``, ``generator_rotations``, ``r
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from lengen.pe.base import PositionalEncoding
 from lengen.pe.config.liere import GeneratorConfig, LieREConfig
@@ -73,20 +85,122 @@ def block_coordinates(positions: Tensor, axes: int, scale: Tensor | float = 1.0)
 
 
 def generator_rotations(
-    coordinates: Tensor, generators: Tensor, dtype: torch.dtype = torch.float32
+    coordinates: Tensor,
+    generators: Tensor,
+    dtype: torch.dtype = torch.float32,
+    exponential: Callable[[Tensor], Tensor] = torch.linalg.matrix_exp,
 ) -> Tensor:
     """R(p) = exp(Σ_a p_a A_a) per token: coordinates (T, A), generators (H, A, n, b, b)
-    (n blocks of b×b, skew-symmetric) -> (H, T, n, b, b) in ``dtype`` (fp32 by default)."""
+    (n blocks of b×b, skew-symmetric) -> (H, T, n, b, b) in ``dtype`` (fp32 by default);
+    ``exponential`` ``matrix_exp`` or ``scaled_matrix_exp`` (the same values)."""
     summed = torch.einsum("ta,hanij->htnij", coordinates.to(dtype), generators.to(dtype))
-    return torch.linalg.matrix_exp(summed.contiguous())  # (H, T, n, b, b)
+    return exponential(summed.contiguous())  # (H, T, n, b, b)
+
+
+def exponential_vjp(x: Tensor, grad: Tensor) -> Tensor:
+    """The gradient of exp at real x (..., b, b) for the output gradient ``grad`` -> like x: the
+    top-right block of exp([[xᵀ, g], [0, xᵀ]]) (the block form of the Fréchet derivative, as
+    torch's own backward, ``linalg_matrix_exp_differential``, forms it), with
+    g = grad / max|grad| and the result scaled back.
+
+    Why scaled: the block exponential's scaling-and-squaring counts its squarings by the norm
+    of the whole block, g included, and every squaring adds rounding. The unit rotation of
+    ``run_rotations`` gathers the gradients of all T powers (max|grad| ≈ 2,000 at the default
+    experiment against |x| ≈ 2): torch's unscaled backward was 1.7e-4 off float64 (relative
+    max) in fp32, this 4e-6, as close as one ``matrix_exp`` per position (5e-6). The block is
+    linear in g, so the scaling changes rounding only."""
+    size = x.shape[-1]
+    scale = grad.abs().amax(dim=(-2, -1), keepdim=True)  # (..., 1, 1)
+    scale = scale.clamp_min(torch.finfo(grad.dtype).tiny)  # a zero gradient stays zero
+    turned = x.transpose(-1, -2)  # (..., b, b)
+    upper = torch.cat([turned, grad / scale], dim=-1)  # (..., b, 2b)
+    lower = torch.cat([torch.zeros_like(turned), turned], dim=-1)  # (..., b, 2b)
+    block = torch.linalg.matrix_exp(torch.cat([upper, lower], dim=-2))  # (..., 2b, 2b)
+    return block[..., :size, size:] * scale  # (..., b, b)
+
+
+class ScaledMatrixExp(torch.autograd.Function):
+    """``torch.linalg.matrix_exp`` of real matrices, its backward ``exponential_vjp``."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:  # (..., b, b) -> (..., b, b)
+        ctx.save_for_backward(x)
+        return torch.linalg.matrix_exp(x)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return exponential_vjp(x, grad)
+
+
+def scaled_matrix_exp(x: Tensor) -> Tensor:
+    """exp of real matrices (..., b, b), its gradient accurate when large (``ScaledMatrixExp``)."""
+    return ScaledMatrixExp.apply(x)
+
+
+def contiguous_start(positions: Tensor) -> int | None:
+    """The first of 1-D integer positions (T,) that run p0, p0 + 1, …, p0 ≥ 0 -> p0; None for
+    anything else (grids, gaps, float positions, negative rows), which takes ``matrix_exp``."""
+    if positions.ndim != 1 or positions.is_floating_point() or positions.numel() == 0:
+        return None
+    start = int(positions[0])
+    run = torch.arange(start, start + positions.numel(), device=positions.device)
+    return start if start >= 0 and torch.equal(positions, run.to(positions.dtype)) else None
+
+
+def power_rotations(unit: Tensor, count: int) -> Tensor:
+    """E⁰, E¹, …, E^(count−1) of unit rotations E (H, n, b, b) -> (H, count, n, b, b), by
+    doubling: with E⁰ … E^(k−1) formed, E^k·E^j = E^(k+j) gives the next k in one batched
+    matmul and E^k·E^k the next factor, so ⌈log₂ count⌉ rounds of matmuls replace count matrix
+    exponentials (and their backward, a 2b×2b exponential each)."""
+    heads, blocks, size, _ = unit.shape
+    identity = torch.eye(size, dtype=unit.dtype, device=unit.device)
+    powers = identity.expand(heads, 1, blocks, size, size)  # (H, 1, n, b, b): E⁰
+    factor = unit  # (H, n, b, b): E^k, k the number of powers formed
+    while powers.shape[1] < count:
+        formed = powers.shape[1]
+        more = factor[:, None] @ powers[:, : count - formed]  # (H, ≤k, n, b, b): E^(k+j)
+        powers = torch.cat([powers, more], dim=1)
+        if powers.shape[1] < count:
+            factor = factor @ factor  # E^2k
+    return powers
+
+
+def run_rotations(
+    first: Tensor, unit: Tensor, count: int, generators: Tensor, dtype: torch.dtype
+) -> Tensor:
+    """R(p₀ + t·u) for t < count on one axis: first (A,) = p₀'s coordinates, unit (1, A) = u,
+    generators (H, A, n, b, b) -> (H, count, n, b, b) in ``dtype``.
+
+    Exact, not an approximation: on one axis every exponent is a multiple of the same A, and
+    exponentials of commuting matrices multiply, exp((p₀ + t·u)A) = exp(p₀A)·exp(uA)^t; what
+    differs from one ``matrix_exp`` per position is float rounding only (tests/pe/
+    test_liere_fast.py: values and gradients against float64)."""
+    # (H, n, b, b): E = exp(uA); the exponentials here collect the gradients of all count
+    # powers, hence the scaled backward (``exponential_vjp``)
+    step = generator_rotations(unit, generators, dtype, scaled_matrix_exp)[:, 0]
+    powers = power_rotations(step, count)  # (H, c, n, b, b)
+    if not bool(first.any()):
+        return powers  # p₀ = 0: R(p₀) is the identity
+    origin = generator_rotations(first[None], generators, dtype, scaled_matrix_exp)  # R(p₀)
+    # origin: (H, 1, n, b, b)
+    return origin @ powers  # (H, c, n, b, b)
 
 
 def rotate_in_position_blocks(
-    tensors: list[Tensor], coordinates: Tensor, generators: Tensor, max_elements: int
+    tensors: list[Tensor],
+    coordinates: Tensor,
+    generators: Tensor,
+    max_elements: int,
+    unit: Tensor | None = None,
 ) -> list[Tensor]:
     """Tensors (B, H, T, hd) that share coordinates (T, A) turned by R(p), generators
     (H, A, n, b, b): the rotations formed for at most ``max_elements`` / (H·n·b²) positions at
-    a time and freed before the next block -> like each tensor.
+    a time and freed before the next block -> like each tensor. ``unit`` (1, A), given for
+    positions on one axis that run p₀, p₀ + 1, … (``contiguous_start``): the coordinates of one
+    step, and each block's rotations are R(first)·E^t (``run_rotations``) instead of one
+    ``matrix_exp`` per position.
 
     Why: R(p) for every position at once is H·T·n·b² floats plus ``matrix_exp``'s
     intermediates (LieRE at 8,192 tokens: 38x RoPE's peak, docs/benchmarks.md); each position's
@@ -97,16 +211,22 @@ def rotate_in_position_blocks(
     count = coordinates.shape[0]
     step = max(1, max_elements // (heads * blocks * size * size))
     work = torch.promote_types(tensors[0].dtype, torch.float32)  # bf16 and fp32: fp32
+
+    def rotations_of(start: int, stop: int) -> Tensor:
+        """R(p) of positions start … stop − 1 -> (H, stop − start, n, b, b)."""
+        if unit is None:
+            return generator_rotations(coordinates[start:stop], generators, work)
+        return run_rotations(coordinates[start], unit, stop - start, generators, work)
+
     if count <= step:
-        rotations = generator_rotations(coordinates, generators, work)  # (H, T, n, b, b)
+        rotations = rotations_of(0, count)  # (H, T, n, b, b)
         return [rotate_blocks(x, rotations) for x in tensors]
     # one output per tensor written block by block: a list of per-block outputs concatenated
     # at the end would sit between the freed blocks of rotations and keep them resident
     outputs = [x.new_empty(x.shape) for x in tensors]  # (B, H, T, hd) each
     for start in range(0, count, step):
         stop = min(start + step, count)
-        rotations = generator_rotations(coordinates[start:stop], generators, work)
-        # rotations: (H, c, n, b, b)
+        rotations = rotations_of(start, stop)  # (H, c, n, b, b)
         for x, output in zip(tensors, outputs, strict=True):
             output[:, :, start:stop] = rotate_blocks(x[:, :, start:stop], rotations)
         del rotations  # freed before the next block's are formed
@@ -127,6 +247,10 @@ class LearnedGenerators(PositionalEncoding):
     the parameters make the generators (``generators``)."""
 
     Options = GeneratorConfig
+    #: positions on one axis that run p₀, p₀ + 1, … turned by powers of one rotation
+    #: (``run_rotations``; exact on one axis) instead of one ``matrix_exp`` per position: LieRE
+    #: (its b×b exponentials were half its training step); ComRoPE keeps ``matrix_exp``
+    powers_on_sequences = False
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)
@@ -164,7 +288,12 @@ class LearnedGenerators(PositionalEncoding):
         formed in blocks of positions (``rotate_in_position_blocks``) -> like each."""
         coordinates = block_coordinates(positions, self.axes, self.position_scale)  # (T, A)
         generators = self.generators()  # (H, A, n, b, b)
-        return rotate_in_position_blocks(tensors, coordinates, generators, self.rotation_elements)
+        unit = None  # one matrix_exp per position: grids, gaps, float positions
+        if self.powers_on_sequences and contiguous_start(positions) is not None:
+            one = torch.ones(1, device=positions.device)  # a step of one position
+            unit = block_coordinates(one, self.axes, self.position_scale)  # (1, 1)
+        budget = self.rotation_elements
+        return rotate_in_position_blocks(tensors, coordinates, generators, budget, unit)
 
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
@@ -199,6 +328,7 @@ class LieRE(LearnedGenerators):
     """
 
     Options = LieREConfig
+    powers_on_sequences = True
 
     def __init__(self, **keywords) -> None:
         super().__init__(**keywords)
@@ -215,9 +345,15 @@ class LieRE(LearnedGenerators):
 __all__ = [
     "LearnedGenerators",
     "LieRE",
+    "ScaledMatrixExp",
     "block_coordinates",
+    "contiguous_start",
+    "exponential_vjp",
     "generator_rotations",
+    "power_rotations",
     "rotate_blocks",
     "rotate_in_position_blocks",
+    "run_rotations",
+    "scaled_matrix_exp",
     "skew_from_upper",
 ]
