@@ -104,3 +104,29 @@ def test_plot_py_says_no_file_lists_the_failed_runs(tmp_path, capsys):
     line = _failed_line(capsys.readouterr().err)
     assert line.startswith("warning: 1 failed or missing run(s): bad (")
     assert not list(tmp_path.rglob("failed*.csv")) and not list(tmp_path.rglob("summary*.md"))
+
+
+def test_two_sweeps_started_in_the_same_second_get_two_default_folders(monkeypatch):
+    """The default hydra.sweep.dir was to the second: two sweeps started together asked for
+    one folder and the second was refused by the sweep lock (the re-run's SN28b)."""
+    import datetime
+
+    from hydra import compose, initialize_config_dir
+
+    from helpers import CONFIG_DIR
+
+    class SameSecond(datetime.datetime):
+        microsecond_now = 0
+
+        @classmethod
+        def now(cls, tz=None):  # Hydra's ${now:} resolver asks this
+            return datetime.datetime(2026, 12, 2, 0, 57, 35, cls.microsecond_now)
+
+    monkeypatch.setattr("hydra.core.utils.datetime", SameSecond)
+    folders = []
+    for microsecond in (1000, 900000):  # each sweep composes its own config, as train.py does
+        SameSecond.microsecond_now = microsecond
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            cfg = compose("train", overrides=["seed=0"], return_hydra_config=True)
+            folders.append(str(cfg.hydra.sweep.dir))
+    assert folders[0] != folders[1]
