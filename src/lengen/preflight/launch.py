@@ -144,6 +144,8 @@ def check_launch(cfg: DictConfig, sweeping: bool, cluster: bool) -> None:
             f"no torchrun); allowed: trainer.num_nodes=1 here, or a job on several nodes "
             f"(srun, or -m hydra/launcher=slurm; docs/scaling.md)"
         )
+    if not cluster and processes(cfg.trainer) == 1 and nodes == 1:
+        check_single_process_variables()
     if not cluster and (processes(cfg.trainer) != 1 or (isinstance(nodes, int) and nodes > 1)):
         check_process_variables(cfg.trainer)
         try:  # how long the processes wait for each other to start (lengen.train)
@@ -197,6 +199,45 @@ def check_process_variables(trainer: DictConfig) -> None:
             f"processes that never start; allowed: the trainer's shape of the job that started "
             f"this command (trainer.devices = tasks per node, trainer.num_nodes = nodes)"
         )
+
+
+#: the variables that say which rank of a job this process is (``lengen.rundir.is_rank_zero``
+#: reads them, and Lightning's ``rank_zero_only`` as well)
+RANK_VARIABLES = ("RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK")
+
+
+def check_single_process_variables() -> None:
+    """A run of one process started where a launcher's variables say there are several
+    (torchrun's ``WORLD_SIZE``, an sbatch script's ``SLURM_NTASKS``) or that this process is
+    not the first (a stray ``LOCAL_RANK=1``): each process would train the run alone into one
+    directory, and one whose rank is not 0 wrote no config.yaml, data card or logs yet exited 0
+    with a results.json (KB45b, KB47); with ``SLURM_NTASKS=4`` Lightning refused the command
+    only once the run directory was written (KB46). docs/trials/kept-back-2026-12-02.md."""
+    import os
+
+    shape = "trainer.devices × trainer.num_nodes = 1 process"
+    interactive = os.environ.get("SLURM_JOB_NAME") in ("bash", "interactive")  # as Lightning
+    counts = [("WORLD_SIZE", os.environ.get("WORLD_SIZE", "").strip())]
+    if not interactive:
+        counts.append(("SLURM_NTASKS", os.environ.get("SLURM_NTASKS", "").strip()))
+    for name, count in counts:
+        if count not in ("", "1"):
+            raise ConfigError(
+                f"{name}={count} in the environment, but {shape}: each of the job's processes "
+                f"would train this one run alone, into one hydra.run.dir; allowed: the "
+                f"trainer's shape of the job that started this command (trainer.devices = "
+                f"tasks per node, trainer.num_nodes = nodes), or a command started outside it "
+                f"(unset {name})"
+            )
+    for name in RANK_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value not in ("", "0") and not (name == "SLURM_PROCID" and interactive):
+            raise ConfigError(
+                f"{name}={value} in the environment says this process is not the first of its "
+                f"job, but {shape}: it would train with no config.yaml, data card or logs "
+                f"written; allowed: unset {name} (env -u {name} python train.py …), or the "
+                f"trainer's shape of the job that started this command"
+            )
 
 
 def _submitit(choice: str, config_dirs: Sequence[Path]) -> bool:

@@ -1,0 +1,58 @@
+"""Kept-back cases of issue #51's classes (docs/trials/kept-back-2026-12-02.md): each test is a
+case the hostile trial of 2026-11-28 did not hold, for a class it did."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import compose_train
+from lengen import preflight
+from lengen.checks import ConfigError
+from lengen.preflight.launch import RANK_VARIABLES
+
+#: every variable a launcher sets that says how many processes a job has or which one this is
+LAUNCH_VARIABLES = (*RANK_VARIABLES, *preflight.NODE_VARIABLES, "SLURM_JOB_NAME", "SLURM_JOB_ID")
+
+
+@pytest.fixture
+def launch_env(monkeypatch):
+    """A clean launch environment, then the variables a case sets."""
+    for name in LAUNCH_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+    def set_variables(**variables: str) -> None:
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+
+    return set_variables
+
+
+def one_process_run():
+    return compose_train("debug=fast", "trainer.accelerator=cpu")
+
+
+def test_kb45_a_stray_local_rank_on_a_one_process_run_is_refused(launch_env):
+    # before: the run trained as rank 1, wrote results.json but no config.yaml, exit 0
+    launch_env(LOCAL_RANK="1")
+    with pytest.raises(ConfigError, match=r"^LOCAL_RANK=1 in the environment .* unset LOCAL_RANK"):
+        preflight.check_launch(one_process_run(), sweeping=False, cluster=False)
+
+
+def test_kb47_torchrun_two_processes_of_a_one_process_run_are_refused(launch_env):
+    # before: each of torchrun's processes trained the run alone into one directory
+    launch_env(WORLD_SIZE="2", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
+    with pytest.raises(ConfigError, match=r"^WORLD_SIZE=2 in the environment, but trainer"):
+        preflight.check_launch(one_process_run(), sweeping=False, cluster=False)
+
+
+def test_kb46_an_sbatch_script_of_four_tasks_running_one_process_is_refused(launch_env):
+    # before: Lightning's RuntimeError ('--ntasks=4 … not supported') after the run dir
+    launch_env(SLURM_JOB_ID="7", SLURM_NTASKS="4", SLURM_PROCID="0", SLURM_NODEID="0")
+    with pytest.raises(ConfigError, match=r"^SLURM_NTASKS=4 in the environment, but trainer"):
+        preflight.check_launch(one_process_run(), sweeping=False, cluster=False)
+
+
+def test_a_one_process_job_of_a_launcher_still_runs(launch_env):
+    # torchrun --nproc_per_node=1, or srun of one task: rank 0 of one
+    launch_env(WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", SLURM_NTASKS="1", SLURM_PROCID="0")
+    preflight.check_launch(one_process_run(), sweeping=False, cluster=False)
