@@ -26,10 +26,13 @@ the training side spans [0, 1] and a larger one reaches past 1). **Differences**
 here are p / side (the reference's spacing is 1/(side − 1) at the training side and
 ≈ 1/side beyond it); ``pe.normalize=false`` uses integer coordinates; a readout slot (the −1
 row) is rotated by the identity, as the reference's CLS token; the parameters are one flat
-vector (no weight decay, as for RoPE-Mixed's frequencies). The reference splits R(p) into
-per-block ``matrix_exp`` calls in a loop to save memory; here one batched call per block of
-positions (``rotate_in_position_blocks``: a training length is one block, a long evaluation
-several, so its memory stays within 2x RoPE's at 8,192 tokens), in fp32 at least.
+vector (no weight decay, as for RoPE-Mixed's frequencies). The stored reference takes one
+``torch.matrix_exp`` of every token's generator in fp32 (``exp_method =
+ExponentiationMethod.EXPONENTIATE_ONE_SHOT``; its ``EXPONENTIATE_LOOP``, per block of the head,
+is commented out: "more memory efficient … but nummerically not the same"); here one batched
+call per block of positions (``rotate_in_position_blocks``: a training length is one block, a
+long evaluation several, so its memory stays within 2x RoPE's at 8,192 tokens), in fp32 at
+least.
 
 **Sequences (one axis), exact and cheaper.** Positions p₀, p₀ + 1, … (training, a long
 evaluation, cached queries) have exponents p·A that are multiples of one A, which commute, so
