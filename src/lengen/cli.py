@@ -240,6 +240,8 @@ class SweepReport(Callback):
             install_preemption_handlers()
             inherit_closed_output()
         self.record(config.hydra, None)
+        if stopped_by(config.hydra.sweep.dir) or received_signal():
+            return  # this job will not train (train_main): "run k of N, ≈ … left" would mislead
         if (line := self.progress_line(config.hydra)) is not None:
             print(line, flush=True)
 

@@ -150,20 +150,26 @@ def total_line(estimates: Sequence[dict | None], workers: int) -> str | None:
 
 def time_left(plan: dict, records: dict[int, dict]) -> tuple[int, float] | None:
     """(runs finished, seconds left) from the sweep's ``plan`` and its jobs' ``records`` (by
-    run number from 0; a finished one has ``wall_s``, a pack member's the pack's, shared by
-    its ``pack`` members): the module docstring's rule. None where nothing can be said yet."""
+    run number from 0; an ended one has its ``outcome`` and ``wall_s``, a pack member's the
+    pack's, shared by its ``pack`` members): the module docstring's rule, over the runs with no
+    outcome yet. None where nothing can be said yet."""
     runs, workers = int(plan.get("runs") or 0), max(1, int(plan.get("workers") or 1))
+    kinds = {number: outcome_kind(r) for number, r in records.items()}
+    # only a run that trained to its end measures its estimate: one interrupted after minutes,
+    # refused at once or skipped as finished earlier would make every run to go look short
     walls = {
         number: r["wall_s"] / max(1, int(r.get("pack") or 1))
         for number, r in records.items()
-        if isinstance(r.get("wall_s"), int | float)
+        if isinstance(r.get("wall_s"), int | float) and kinds[number] == "trained"
     }
+    ended = {number for number, kind in kinds.items() if kind is not None}  # none of them to go
+    done = sum(kind in FINISHED for kind in kinds.values())
     estimates = plan.get("estimates")
     if not isinstance(estimates, list) or len(estimates) != runs or not any(estimates):
         if not walls:
             return None
         mean = sum(walls.values()) / len(walls)
-        return len(walls), mean * max(runs - len(walls), 0) / workers
+        return done, mean * max(runs - len(ended), 0) / workers
     measured: dict[str | None, list[float]] = {}  # mechanism -> [sum of walls, sum of estimates]
     for number, wall in walls.items():
         planned = estimates[number] if number < runs else None
@@ -175,7 +181,7 @@ def time_left(plan: dict, records: dict[int, dict]) -> tuple[int, float] | None:
     mean_wall = sum(walls.values()) / len(walls) if walls else None
     left = 0.0
     for number in range(runs):
-        if number in walls:
+        if number in ended:
             continue
         planned = estimates[number]
         if planned is None:  # no estimate: the finished runs' mean, else nothing to say
@@ -186,4 +192,18 @@ def time_left(plan: dict, records: dict[int, dict]) -> tuple[int, float] | None:
         sums = measured.get(planned.get("mechanism")) or pooled
         ratio = sums[0] / sums[1] if sums and sums[1] > 0 else 1.0
         left += planned["seconds"] * ratio
-    return len(walls), left / workers
+    return done, left / workers
+
+
+#: the outcomes of runs that finished (lengen.cli.train_main's words before any colon)
+FINISHED = ("trained", "finished earlier")
+
+
+def outcome_kind(record: dict) -> str | None:
+    """A job record's outcome, its word before any colon (``trained``, ``finished earlier``,
+    ``interrupted``, ``not started``, ``refused``, ``failed``); None while the run goes on. A
+    record with a wall time and no outcome (written before outcomes were recorded) trained."""
+    outcome = record.get("outcome")
+    if outcome is None:
+        return "trained" if isinstance(record.get("wall_s"), int | float) else None
+    return str(outcome).split(":", 1)[0].strip()
