@@ -130,3 +130,27 @@ def test_two_sweeps_started_in_the_same_second_get_two_default_folders(monkeypat
             cfg = compose("train", overrides=["seed=0"], return_hydra_config=True)
             folders.append(str(cfg.hydra.sweep.dir))
     assert folders[0] != folders[1]
+
+
+def test_a_run_started_again_over_an_attempts_logs_gets_no_lightning_warning(
+    tmp_path, single_thread
+):
+    """resume=auto on a run stopped before its first checkpoint starts it again at step 0;
+    Lightning's CSV logger warned, a site-packages path as the first stderr line, that the
+    attempt's logs would be deleted (the re-run's SN12b, after f3bb831 fixed the resumed case)."""
+    import shutil
+    import warnings
+
+    from helpers import compose_train
+    from lengen.train import run
+
+    fast = ("eval.lengths=[8]", "trainer.max_steps=2", "trainer.checkpoint_every_n_steps=null")
+    run(compose_train(*fast), run_dir=tmp_path)
+    # what an attempt stopped before its first checkpoint leaves: config.yaml and logs/
+    (tmp_path / "results.json").unlink()
+    shutil.rmtree(tmp_path / "checkpoints", ignore_errors=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = run(compose_train(*fast, "resume=auto"), run_dir=tmp_path)
+    assert results["eval"] and not results["resumed"]
+    assert not [w for w in caught if "exists and is not empty" in str(w.message)]

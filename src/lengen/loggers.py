@@ -5,7 +5,8 @@ its yaml's keys as keywords and consumes them as its typed config (``factory.Opt
 ``lengen.options``: ``LoggerConfig``, ``WandbConfig``), the class the early checks build from
 the composed yaml before anything imports torch (``lengen.preflight``). A resumed run's
 CSV log continues where its checkpoint left off (``continue_csv_log``): Lightning's CSV logger
-would delete it.
+would delete it; a run started again at step 0 replaces an earlier attempt's quietly
+(``open_csv_log``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,24 @@ def csv(save_dir: str, **keys):
 
 
 csv.Options = LoggerConfig
+
+
+def open_csv_log(logger, resumed) -> None:
+    """The run's CSV log, made before its first row. A resumed run's (``resumed``: the
+    checkpoint's (path, step, last row)) continues where its checkpoint left off
+    (``continue_csv_log``). A run that starts at step 0 (``resumed`` None) in a folder holding
+    an earlier attempt's ``logs/`` (stopped before its first checkpoint, started again by
+    resume=auto: the re-run's SN12b) replaces them, as Lightning's CSV logger does, without its
+    warning, a site-packages path saying the files will be deleted: starting again is what
+    resume=auto was asked for, and nothing of a step the run keeps is lost."""
+    from pytorch_lightning.loggers import CSVLogger
+
+    if resumed is not None:
+        continue_csv_log(logger, resumed[1], resumed[2])
+    elif isinstance(logger, CSVLogger):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Experiment logs directory")
+            _ = logger.experiment  # made now, under the filter
 
 
 def continue_csv_log(logger, step: int, last_row: dict | None = None) -> None:

@@ -289,10 +289,10 @@ def make_trainer(cfg: DictConfig, model, directory: RunDirectory, resumed, *, op
         model.check_kernel(trainer.strategy.root_device.type, training=True)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    if logger and resumed and directory.rank_zero:  # one writer for the whole run
-        from lengen.loggers import continue_csv_log
+    if logger and directory.rank_zero:  # one writer for the whole run
+        from lengen.loggers import open_csv_log
 
-        continue_csv_log(logger, resumed[1], resumed[2])
+        open_csv_log(logger, resumed)
     if logger:
         logger.log_hyperparams(config)
     return trainer, lit, logger

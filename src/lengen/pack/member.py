@@ -83,10 +83,10 @@ class Member:
             self.started_from = init_from_record(self.cfg, base)  # results.json's, as solo's
         self.notes = position_warnings(self.model)
         self.logger = instantiate_named(self.cfg.logger, save_dir=str(self.directory.path))
-        if self.logger and resumed is not None:
-            from lengen.loggers import continue_csv_log
+        if self.logger:
+            from lengen.loggers import open_csv_log
 
-            continue_csv_log(self.logger, resumed[1], resumed[2])
+            open_csv_log(self.logger, resumed)
         if self.logger:
             self.logger.log_hyperparams(resolved_config(self.cfg))
 
