@@ -266,3 +266,12 @@ def test_powers_path_forms_no_block_over_the_budget(monkeypatch):
         pe.rotate(x, x, positions, positions)
     assert len(counts) > 1  # blocked
     assert max(counts) * pe.n_heads * pe.blocks * pe.block**2 <= ROTATION_ELEMENTS
+
+
+def test_liere_decoding_one_token_forms_one_exponential(monkeypatch):
+    # one query position: R(p₀) alone, no unit rotation and no powers beside it
+    pe = LieRE(d_model=24, n_heads=2, train_positions=33)
+    q = torch.randn(1, 2, 1, 12)
+    calls = counting_exponentials(monkeypatch)
+    pe.rotate(q, q, torch.tensor([40]), torch.tensor([40]))
+    assert calls == [1]

@@ -180,6 +180,8 @@ def run_rotations(
     exponentials of commuting matrices multiply, exp((p₀ + t·u)A) = exp(p₀A)·exp(uA)^t; what
     differs from one ``matrix_exp`` per position is float rounding only (tests/pe/
     test_liere_fast.py: values and gradients against float64)."""
+    if count == 1:  # decoding one token: R(p₀) alone, as one matrix_exp per position
+        return generator_rotations(first[None], generators, dtype)  # (H, 1, n, b, b)
     # (H, n, b, b): E = exp(uA); the exponentials here collect the gradients of all count
     # powers, hence the scaled backward (``exponential_vjp``)
     step = generator_rotations(unit, generators, dtype, scaled_matrix_exp)[:, 0]
