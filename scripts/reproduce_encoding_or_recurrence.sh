@@ -13,27 +13,28 @@
 #   bash scripts/reproduce_encoding_or_recurrence.sh [sweep dir] [overrides…]
 #        (default results/multiruns/encoding_or_recurrence; one sub-folder per task)
 #   TASKS=flip_flop bash scripts/reproduce_encoding_or_recurrence.sh   (one task only)
+#   DRY=1 bash scripts/reproduce_encoding_or_recurrence.sh   (the commands and the estimate only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python=${PYTHON:-.venv/bin/python}
-sweep=${1:-results/multiruns/encoding_or_recurrence}
+source scripts/recipe_sweeps.sh
+sweep_dir=${1:-results/multiruns/encoding_or_recurrence}
 shift $(($# > 0))  # the rest: overrides for every run (a launcher, its partition, …)
 tasks=${TASKS:-"flip_flop a5"}
 negative='{mixer:gated_deltanet,negative_eigenvalues:true}'
-status=0  # a run that fails is listed by the sweep's report; the others and the tables go on
 for task in $tasks; do
     case $task in
         flip_flop) experiment=flip_flop_small ;;
         a5) experiment=state_tracking_small ;;
         *) echo "error: TASKS: unknown task '$task'; allowed: flip_flop, a5" >&2; exit 2 ;;
     esac
-    dir="$sweep/$task"
-    run() { "$python" train.py -m experiment="$experiment" seed=0,1,2 "$@" resume=auto \
-        hydra.sweep.dir="$dir" hydra/launcher=local "${extra[@]}" || status=$?; }
-    extra=("$@")
-    run pe=rope,path,fox                                                   # attention
-    run pe=nope "model.mixer=gla,deltanet,$negative"                       # recurrent
-    run pe=rope "model.mixers=[$negative,$negative,$negative,attention]"   # 3:1 hybrid
-    bash scripts/summarize_tasks.sh "$dir" || status=$?
 done
-exit "$status"
+for task in $tasks; do
+    case $task in flip_flop) experiment=flip_flop_small ;; a5) experiment=state_tracking_small ;; esac
+    common=(experiment="$experiment" seed=0,1,2 resume=auto hydra.sweep.dir="$sweep_dir/$task"
+            hydra/launcher=local)
+    sweep "${common[@]}" pe=rope,path,fox "$@"                                                 # attention
+    sweep "${common[@]}" pe=nope "model.mixer=gla,deltanet,$negative" "$@"                     # recurrent
+    sweep "${common[@]}" pe=rope "model.mixers=[$negative,$negative,$negative,attention]" "$@" # 3:1 hybrid
+    summarize "$sweep_dir/$task"
+done
+finish

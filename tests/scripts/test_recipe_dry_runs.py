@@ -145,7 +145,12 @@ def test_the_lr_pilot_runs_every_arm_of_h_at_both_rates_for_10000_steps(tmp_path
 # -- DRY=1 -------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "script",
-    ["reproduce_looped.sh", "pilot_state_tracking_depth.sh", "pilot_indirect_indexing_lr.sh"],
+    [
+        "reproduce_looped.sh",
+        "pilot_state_tracking_depth.sh",
+        "pilot_indirect_indexing_lr.sh",
+        "reproduce_encoding_or_recurrence.sh",
+    ],
 )
 def test_a_dry_run_calls_no_train_py(script, tmp_path):
     calls, done = recorded(script, tmp_path, DRY="1")
