@@ -3,6 +3,10 @@ case the hostile trial of 2026-11-28 did not hold, for a class it did."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from helpers import compose_train
@@ -56,3 +60,17 @@ def test_a_one_process_job_of_a_launcher_still_runs(launch_env):
     # torchrun --nproc_per_node=1, or srun of one task: rank 0 of one
     launch_env(WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", SLURM_NTASKS="1", SLURM_PROCID="0")
     preflight.check_launch(one_process_run(), sweeping=False, cluster=False)
+
+
+def test_kb65_an_mplbackend_matplotlib_does_not_know_is_not_fatal():
+    # before: every train.py run ended at matplotlib's import (Lightning imports it) with a
+    # ValueError traceback, after its run directory was written
+    entry = "from lengen.caches import use_lengen_caches; use_lengen_caches(); import matplotlib"
+    done = subprocess.run(
+        [sys.executable, "-c", entry],
+        env={**os.environ, "MPLBACKEND": "no_such_backend"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr

@@ -30,9 +30,14 @@ def calibration_file() -> str:
 
 
 def use_lengen_caches() -> None:
-    """matplotlib's font cache and torch.compile's (inductor's) kernels under lengen's cache."""
+    """matplotlib's font cache and torch.compile's (inductor's) kernels under lengen's cache;
+    matplotlib's backend Agg, which the entry points draw their files with anyway
+    (``lengen.plots.common.pyplot``): an ``MPLBACKEND`` matplotlib does not know (a typo, a
+    desktop's backend) ended every run at matplotlib's import, which Lightning does, in a
+    traceback after the run directory was written (KB65, docs/trials/kept-back-2026-12-02.md)."""
     for variable, folder in LIBRARY_CACHES.items():
         os.environ.setdefault(variable, os.path.join(lengen_cache_dir(), folder))
+    os.environ["MPLBACKEND"] = "Agg"
 
 
 def cache_refusal(path: str | None = None, key: str | None = None) -> str | None:
