@@ -154,3 +154,22 @@ def test_a_run_started_again_over_an_attempts_logs_gets_no_lightning_warning(
         results = run(compose_train(*fast, "resume=auto"), run_dir=tmp_path)
     assert results["eval"] and not results["resumed"]
     assert not [w for w in caught if "exists and is not empty" in str(w.message)]
+
+
+@pytest.mark.parametrize("launcher", [[], ["hydra/launcher=slurm"]], ids=["local", "slurm"])
+def test_a_sweep_whose_evaluation_a_single_run_would_refuse_is_refused_by_the_precheck(
+    tmp_path, monkeypatch, launcher
+):
+    """A -m sweep without packs passed the pre-check; each job refused it after the sweep
+    folder was written (each run 'refused', exit 1; on SLURM after submitting)."""
+    from lengen.estimate_bound import MAX_EVAL_HOURS_VARIABLE
+    from lengen.preflight import precheck
+
+    monkeypatch.setattr("lengen.preflight.launchers.check_launcher", lambda launcher: None)
+    monkeypatch.setenv("LENGEN_CACHE_DIR", str(tmp_path / "cache"))  # nothing measured: rough
+    monkeypatch.setenv(MAX_EVAL_HOURS_VARIABLE, "1e-9")  # any evaluation longer than training
+    sweep = tmp_path / "sweep"
+    arguments = ["-m", "seed=0,1", "debug=fast", "trainer.accelerator=cpu", *launcher]
+    with pytest.raises(ConfigError, match=r"^eval.lengths: the evaluation is estimated at "):
+        precheck([*arguments, "eval.lengths=[8,64]", f"hydra.sweep.dir={sweep}"])
+    assert not sweep.exists()
