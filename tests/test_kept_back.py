@@ -13,6 +13,7 @@ from helpers import compose_train
 from lengen import preflight
 from lengen.checks import ConfigError
 from lengen.preflight.launch import RANK_VARIABLES
+from lengen.preflight.resources import check_memory, check_model_memory
 
 #: every variable a launcher sets that says how many processes a job has or which one this is
 LAUNCH_VARIABLES = (*RANK_VARIABLES, *preflight.NODE_VARIABLES, "SLURM_JOB_NAME", "SLURM_JOB_ID")
@@ -74,3 +75,38 @@ def test_kb65_an_mplbackend_matplotlib_does_not_know_is_not_fatal():
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture
+def sixteen_gib(monkeypatch):
+    """A machine with 16 GiB available, whatever this one has."""
+    monkeypatch.setattr(
+        "lengen.preflight.resources.available_memory", lambda cfg: (16 * 2**30, "CPU")
+    )
+
+
+def test_kb20_activations_sized_by_the_mlp_are_refused_naming_model_d_ff(sixteen_gib):
+    # before: 'data.len=16: a training step needs at least 38,147.0 GiB of activations'
+    cfg = compose_train("debug=fast", "model.d_ff=20000000000")
+    with pytest.raises(ConfigError, match=r"^model\.d_ff=20000000000: a training step needs"):
+        check_memory(cfg)
+
+
+def test_kb24_activations_sized_by_the_loops_are_refused_naming_model_loops(sixteen_gib):
+    # before: 'data.len=16: training this model needs about 75,388.0 GiB … sized by data.len'
+    cfg = compose_train("debug=fast", "model.loops=10000000")
+    with pytest.raises(ConfigError, match=r"^model\.loops=10000000: training .* by model\.loops"):
+        check_model_memory(cfg)
+
+
+def test_kb21_an_encodings_activations_sized_by_the_width_name_model_d_model(sixteen_gib):
+    # LieRE's rotations are head_dim² per position: a 16384-wide head, not data.len=16
+    cfg = compose_train("debug=fast", "pe=liere", "model.d_model=16384", "model.n_heads=1")
+    with pytest.raises(ConfigError, match=r"^model\.d_model=16384: training .* by model\.d_model"):
+        check_model_memory(cfg)
+
+
+def test_a_long_training_length_is_still_refused_naming_data_len(sixteen_gib):
+    cfg = compose_train("debug=fast", "data.len=100000")
+    with pytest.raises(ConfigError, match=r"^data\.len=100000: training .* by data\.len"):
+        check_model_memory(cfg)

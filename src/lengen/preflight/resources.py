@@ -152,16 +152,20 @@ def check_memory(cfg: DictConfig) -> None:
         return
     model, gib = cfg.model, 2**30
     axes = config_axes(cfg)
-    per_token = 12 * model.d_model + 2 * model.d_ff  # floats one layer keeps for backward
     tokens = cfg.data.len**axes  # grids: data.len is the side (shapes: pixels, an upper bound)
-    train = 4 * cfg.data.batch_size * tokens * model.n_layers * per_token
+    train = step_activations(cfg, axes)
     if train > available:
+        from lengen.preflight.sizes import sizing_key
+
+        key = sizing_key(cfg, lambda trial: step_activations(trial, axes), "data.len")
         shown = f"{cfg.data.len}^{axes} = {tokens:,}" if axes > 1 else f"{tokens}"
         raise ConfigError(
-            f"data.len={cfg.data.len}: a training step needs at least {train / gib:,.1f} GiB of "
-            f"activations (data.batch_size {cfg.data.batch_size} × {shown} positions × "
-            f"{model.n_layers} layers), more than the {available / gib:,.1f} GiB of {where} "
-            f"memory available; allowed: a smaller data.len, data.batch_size or model"
+            f"{key}={OmegaConf.select(cfg, key)}: a training step needs at least "
+            f"{train / gib:,.1f} GiB of activations (data.batch_size {cfg.data.batch_size} × "
+            f"{shown} positions × {model.n_layers} layers × (12 × model.d_model "
+            f"{model.d_model} + 2 × model.d_ff {model.d_ff}) floats), more than the "
+            f"{available / gib:,.1f} GiB of {where} memory available; allowed: a smaller {key}"
+            f"{'' if key == 'data.len' else ' (or data.len, data.batch_size)'}"
         )
     longest = max(eval_lengths(cfg))
     evaluation = 4 * longest**axes * (8 * model.d_model + model.d_ff) * 2  # one instance, no grad
@@ -174,6 +178,14 @@ def check_memory(cfg: DictConfig) -> None:
         )
 
 
+def step_activations(cfg: DictConfig, axes: int) -> int:
+    """Bytes a training step's activations take at least: every instance ``data.len``
+    positions long, 12 · d_model + 2 · d_ff floats per position and layer kept for backward."""
+    model = cfg.model
+    per_token = 12 * model.d_model + 2 * model.d_ff  # floats one layer keeps for backward
+    return 4 * cfg.data.batch_size * cfg.data.len**axes * model.n_layers * per_token
+
+
 def check_model_memory(cfg: DictConfig) -> None:
     """Refuse a model that cannot fit, training or evaluating, in one line naming the key
     that sizes most of it and the estimate (``lengen.preflight.sizes``: parameters with their
@@ -181,28 +193,42 @@ def check_model_memory(cfg: DictConfig) -> None:
     ``check_memory`` bounds the activations by the lengths; this sees what options size:
     ``pe=learned pe.table_size=2000000000`` failed at build (a 1 TB table) with a run
     directory left, ``model.d_model=65536`` was killed by the kernel without a word."""
-    from lengen.preflight.sizes import model_sizes
+    from lengen.preflight.sizes import model_sizes, sizing_key
 
     available, where = available_memory(cfg)
     if not where:
         return
-    sizes = model_sizes(cfg, config_axes(cfg))
+    axes = config_axes(cfg)
+    sizes = model_sizes(cfg, axes)
     if sizes is None:
         return
     for doing, parts in (("training", sizes.training), ("evaluating", sizes.evaluation)):
         total = sum(parts.values())
         if total <= available:
             continue
-        key = max(parts, key=parts.get)
+        part = key = max(parts, key=parts.get)
+        if key in ("data.len", "eval.lengths"):  # activations: a product, sized by any factor
+
+            def estimate(trial, doing=doing):
+                return _total(model_sizes(trial, axes), doing)
+
+            key = sizing_key(cfg, estimate, key)
         if key == "eval.lengths" and cfg.eval.lengths is None:
             key = "eval.factors"
         value = OmegaConf.select(cfg, key, default=None)
         shown = key if value is None else f"{key}={value}"
         raise ConfigError(
-            f"{shown}: {doing} this model needs about {_gib(total)} of memory ({_gib(parts[key])} "
+            f"{shown}: {doing} this model needs about {_gib(total)} of memory ({_gib(parts[part])} "
             f"of it sized by {key}), more than the {_gib(available)} of {where} memory "
             f"available; allowed: a smaller {key} (the estimate: docs/scaling.md, Memory)"
         )
+
+
+def _total(sizes, doing: str) -> int | None:
+    """The bytes of ``doing`` (training, evaluating) in ``sizes``; None where there are none."""
+    if sizes is None:
+        return None
+    return sum((sizes.training if doing == "training" else sizes.evaluation).values())
 
 
 def _gib(size: int) -> str:

@@ -17,7 +17,7 @@ import dataclasses
 
 from omegaconf import DictConfig, OmegaConf
 
-from lengen.config import eval_lengths
+from lengen.config import CONFIG_DIR, eval_lengths
 from lengen.model.config import model_config
 from lengen.pe.config import EncodingContext, config_of
 from lengen.schema import node_options
@@ -168,3 +168,59 @@ def encoding_config(cfg: DictConfig):
         return options.from_keys(node_options(node), owner=options.__name__)
     except ValueError:
         return None
+
+
+#: the keys a run's activations grow with: the one that sizes a refused estimate is found by
+#: setting each back to its shipped default (``sizing_key``)
+ACTIVATION_KEYS = (
+    "data.len",
+    "data.batch_size",
+    "model.n_layers",
+    "model.loops",
+    "model.d_model",
+    "model.d_ff",
+    "model.n_heads",
+)
+
+
+def shipped_defaults(cfg: DictConfig) -> dict[str, object]:
+    """The values of ``ACTIVATION_KEYS`` in the shipped yamls of the run's model and data
+    source (configs/model/<name>.yaml, configs/data/<name>.yaml; what a key is at when the
+    user leaves it), where they are plain numbers; the model's typed defaults where its yaml
+    does not say (``loops``)."""
+    defaults: dict[str, object] = {}
+    for group in ("model", "data"):
+        path = CONFIG_DIR / group / f"{cfg[group].get('name')}.yaml"
+        try:
+            node = OmegaConf.load(path)
+        except (OSError, ValueError):  # a component of the user's, or no yaml of that name
+            continue
+        for key in ACTIVATION_KEYS:
+            if key.startswith(f"{group}."):
+                value = node.get(key.split(".", 1)[1])
+                if isinstance(value, int) and not isinstance(value, bool):
+                    defaults[key] = value
+    defaults.setdefault("model.loops", 1)
+    return defaults
+
+
+def sizing_key(cfg: DictConfig, estimate, fallback: str) -> str:
+    """Which of ``ACTIVATION_KEYS`` sizes ``estimate(cfg)`` (bytes, or None where a config is
+    refused): the one whose shipped default shrinks it most, each tried alone with the rest
+    as given; ``fallback`` where none shrinks it. Activations are a product (batch × layers ×
+    positions × width …), so no single factor owns them: ``model.d_ff=20000000000`` and
+    ``model.loops=10000000`` were refused naming ``data.len=16`` (KB20, KB24,
+    docs/trials/kept-back-2026-12-02.md)."""
+    best, smallest = fallback, estimate(cfg)
+    if smallest is None:
+        return fallback
+    for key, default in shipped_defaults(cfg).items():
+        value = OmegaConf.select(cfg, key, default=None)
+        if value is None or value == default:
+            continue
+        trial = cfg.copy()
+        OmegaConf.update(trial, key, default, merge=False)
+        size = estimate(trial)
+        if size is not None and size < smallest:
+            best, smallest = key, size
+    return best
