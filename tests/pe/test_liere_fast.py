@@ -80,7 +80,7 @@ def test_run_rotations_have_the_gradients_of_the_exponentials(start):
         (grad,) = torch.autograd.grad((rotations_of(raw) * loss_weights).sum(), raw)
         return grad
 
-    first = torch.tensor([start * UNIT], dtype=torch.float64)
+    first = torch.tensor([start * UNIT], dtype=torch.float64) if start else None  # None: p₀ = 0
     unit = torch.tensor([[UNIT]], dtype=torch.float64)
     got = gradient(lambda raw: run_rotations(first, unit, count, skew_from_upper(raw), raw.dtype))
     coordinates = UNIT * torch.arange(start, start + count)
@@ -110,7 +110,7 @@ def blocked_sequence(raw, q, k, start, budget):
     coordinates = (positions.double() * UNIT)[:, None]  # (T, 1)
     unit = torch.tensor([[UNIT]], dtype=torch.float64)
     generators = skew_from_upper(raw)  # (H, 1, n, b, b)
-    return rotate_in_position_blocks([q, k], coordinates, generators, budget, unit)
+    return rotate_in_position_blocks([q, k], coordinates, generators, budget, unit, start)
 
 
 def sequence_inputs(length=23, grad=False):
@@ -174,8 +174,8 @@ def test_fp32_powers_are_as_close_to_float64_as_one_exponential_per_position():
         return liere_module.generator_rotations(coordinates, generators, dtype)
 
     def powers(generators, dtype):
-        first, step = coordinates[0].to(dtype), torch.tensor([[unit]], dtype=dtype)
-        return run_rotations(first, step, count, generators, dtype)
+        step = torch.tensor([[unit]], dtype=dtype)
+        return run_rotations(None, step, count, generators, dtype)  # from p₀ = 0
 
     value_error, grad_error = fp32_errors(powers, raw, loss_weights)
     reference_value_error, reference_grad_error = fp32_errors(per_position, raw, loss_weights)
@@ -275,3 +275,19 @@ def test_liere_decoding_one_token_forms_one_exponential(monkeypatch):
     calls = counting_exponentials(monkeypatch)
     pe.rotate(q, q, torch.tensor([40]), torch.tensor([40]))
     assert calls == [1]
+
+
+def test_powers_path_maps_over_pack_members_with_torch_func():
+    # a pack (lengen.pack) takes its members' gradients with torch.func.vmap(grad(...))
+    stacked = torch.stack([raw_generators(seed=seed) for seed in (0, 1)])  # (M, H, 1, n, b, b)
+    first, unit = torch.tensor([UNIT], dtype=torch.float64), torch.tensor([[UNIT]]).double()
+    loss_weights = weights((2, 7, 3, 4, 4))
+
+    def loss(raw):
+        rotations = run_rotations(first, unit, 7, skew_from_upper(raw), torch.float64)
+        return (rotations * loss_weights).sum()
+
+    mapped = torch.func.vmap(torch.func.grad(loss))(stacked)
+    leaves = [raw.clone().requires_grad_() for raw in stacked]
+    one_by_one = [torch.autograd.grad(loss(leaf), leaf)[0] for leaf in leaves]
+    assert_close(mapped, torch.stack(one_by_one))

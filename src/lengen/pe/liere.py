@@ -55,7 +55,6 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
-from torch.autograd.function import once_differentiable
 
 from lengen.pe.base import PositionalEncoding
 from lengen.pe.config.liere import GeneratorConfig, LieREConfig
@@ -123,15 +122,21 @@ def exponential_vjp(x: Tensor, grad: Tensor) -> Tensor:
 
 
 class ScaledMatrixExp(torch.autograd.Function):
-    """``torch.linalg.matrix_exp`` of real matrices, its backward ``exponential_vjp``."""
+    """``torch.linalg.matrix_exp`` of real matrices, its backward ``exponential_vjp``; in the
+    ``setup_context`` form with a generated vmap rule, because a pack (``lengen.pack``) maps its
+    members' steps with ``torch.func.vmap`` and ``grad_and_value``."""
+
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, x: Tensor) -> Tensor:  # (..., b, b) -> (..., b, b)
-        ctx.save_for_backward(x)
+    def forward(x: Tensor) -> Tensor:  # (..., b, b) -> (..., b, b)
         return torch.linalg.matrix_exp(x)
 
     @staticmethod
-    @once_differentiable
+    def setup_context(ctx, inputs: tuple[Tensor], output: Tensor) -> None:
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
     def backward(ctx, grad: Tensor) -> Tensor:
         (x,) = ctx.saved_tensors
         return exponential_vjp(x, grad)
@@ -147,9 +152,13 @@ def contiguous_start(positions: Tensor) -> int | None:
     anything else (grids, gaps, float positions, negative rows), which takes ``matrix_exp``."""
     if positions.ndim != 1 or positions.is_floating_point() or positions.numel() == 0:
         return None
-    start = int(positions[0])
-    run = torch.arange(start, start + positions.numel(), device=positions.device)
-    return start if start >= 0 and torch.equal(positions, run.to(positions.dtype)) else None
+    run = torch.arange(positions.numel(), device=positions.device).to(positions.dtype)
+    if torch.equal(positions, run):
+        return 0  # training and full passes: no .item(), so no graph break under torch.compile
+    # clamped: a negative first position cannot equal its own run
+    if torch.equal(positions.clamp_min(0), positions[:1] + run):
+        return int(positions[0])  # cached queries
+    return None
 
 
 def power_rotations(unit: Tensor, count: int) -> Tensor:
@@ -171,22 +180,24 @@ def power_rotations(unit: Tensor, count: int) -> Tensor:
 
 
 def run_rotations(
-    first: Tensor, unit: Tensor, count: int, generators: Tensor, dtype: torch.dtype
+    first: Tensor | None, unit: Tensor, count: int, generators: Tensor, dtype: torch.dtype
 ) -> Tensor:
-    """R(p₀ + t·u) for t < count on one axis: first (A,) = p₀'s coordinates, unit (1, A) = u,
-    generators (H, A, n, b, b) -> (H, count, n, b, b) in ``dtype``.
+    """R(p₀ + t·u) for t < count on one axis: first (A,) = p₀'s coordinates (None: p₀ = 0),
+    unit (1, A) = u, generators (H, A, n, b, b) -> (H, count, n, b, b) in ``dtype``.
 
     Exact, not an approximation: on one axis every exponent is a multiple of the same A, and
     exponentials of commuting matrices multiply, exp((p₀ + t·u)A) = exp(p₀A)·exp(uA)^t; what
     differs from one ``matrix_exp`` per position is float rounding only (tests/pe/
     test_liere_fast.py: values and gradients against float64)."""
-    if count == 1:  # decoding one token: R(p₀) alone, as one matrix_exp per position
+    if (
+        count == 1 and first is not None
+    ):  # decoding one token: R(p₀) alone, as one matrix_exp per position
         return generator_rotations(first[None], generators, dtype)  # (H, 1, n, b, b)
     # (H, n, b, b): E = exp(uA); the exponentials here collect the gradients of all count
     # powers, hence the scaled backward (``exponential_vjp``)
     step = generator_rotations(unit, generators, dtype, scaled_matrix_exp)[:, 0]
     powers = power_rotations(step, count)  # (H, c, n, b, b)
-    if not bool(first.any()):
+    if first is None:
         return powers  # p₀ = 0: R(p₀) is the identity
     origin = generator_rotations(first[None], generators, dtype, scaled_matrix_exp)  # R(p₀)
     # origin: (H, 1, n, b, b)
@@ -199,13 +210,14 @@ def rotate_in_position_blocks(
     generators: Tensor,
     max_elements: int,
     unit: Tensor | None = None,
+    first_position: int = 0,
 ) -> list[Tensor]:
     """Tensors (B, H, T, hd) that share coordinates (T, A) turned by R(p), generators
     (H, A, n, b, b): the rotations formed for at most ``max_elements`` / (H·n·b²) positions at
     a time and freed before the next block -> like each tensor. ``unit`` (1, A), given for
     positions on one axis that run p₀, p₀ + 1, … (``contiguous_start``): the coordinates of one
     step, and each block's rotations are R(first)·E^t (``run_rotations``) instead of one
-    ``matrix_exp`` per position.
+    ``matrix_exp`` per position; ``first_position`` p₀ (with ``unit``: R(0) is the identity).
 
     Why: R(p) for every position at once is H·T·n·b² floats plus ``matrix_exp``'s
     intermediates (LieRE at 8,192 tokens: 38x RoPE's peak, docs/benchmarks.md); each position's
@@ -221,7 +233,8 @@ def rotate_in_position_blocks(
         """R(p) of positions start … stop − 1 -> (H, stop − start, n, b, b)."""
         if unit is None:
             return generator_rotations(coordinates[start:stop], generators, work)
-        return run_rotations(coordinates[start], unit, stop - start, generators, work)
+        first = None if first_position + start == 0 else coordinates[start]  # (A,)
+        return run_rotations(first, unit, stop - start, generators, work)
 
     if count <= step:
         rotations = rotations_of(0, count)  # (H, T, n, b, b)
@@ -294,11 +307,12 @@ class LearnedGenerators(PositionalEncoding):
         coordinates = block_coordinates(positions, self.axes, self.position_scale)  # (T, A)
         generators = self.generators()  # (H, A, n, b, b)
         unit = None  # one matrix_exp per position: grids, gaps, float positions
-        if self.powers_on_sequences and contiguous_start(positions) is not None:
+        start = contiguous_start(positions) if self.powers_on_sequences else None
+        if start is not None:
             one = torch.ones(1, device=positions.device)  # a step of one position
             unit = block_coordinates(one, self.axes, self.position_scale)  # (1, 1)
         budget = self.rotation_elements
-        return rotate_in_position_blocks(tensors, coordinates, generators, budget, unit)
+        return rotate_in_position_blocks(tensors, coordinates, generators, budget, unit, start or 0)
 
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor
