@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zipfile
 
 import pytest
+from omegaconf import OmegaConf
 
 from helpers import compose_train
 from lengen import preflight
@@ -110,3 +112,26 @@ def test_a_long_training_length_is_still_refused_naming_data_len(sixteen_gib):
     cfg = compose_train("debug=fast", "data.len=100000")
     with pytest.raises(ConfigError, match=r"^data\.len=100000: training .* by data\.len"):
         check_model_memory(cfg)
+
+
+def base_run(folder, *overrides: str):
+    """A finished run's folder as init_from reads it: config.yaml and a checkpoint (a zip)."""
+    OmegaConf.save(compose_train("debug=fast", *overrides), folder / "config.yaml")
+    (folder / "checkpoints").mkdir()
+    with zipfile.ZipFile(folder / "checkpoints" / "last.ckpt", "w") as archive:
+        archive.writestr("archive/data.pkl", b"")
+    return folder
+
+
+def test_kb79_init_from_a_run_of_another_width_is_refused_before_torch(tmp_path):
+    # before: refused by the checkpoint's load after ~15 s, in torch's 'size mismatch' words
+    base = base_run(tmp_path)
+    cfg = compose_train("debug=fast", f"init_from={base}", "model.d_model=64", "model.d_ff=128")
+    with pytest.raises(ConfigError, match=r"^init_from=.*model\.d_model=128, this config model"):
+        preflight.validate(cfg)
+
+
+def test_init_from_a_run_of_another_encoding_passes_the_pre_check(tmp_path):
+    # DroPE's route: the base run's RoPE dropped, the model's shape kept
+    base = base_run(tmp_path)
+    preflight.validate(compose_train("debug=fast", f"init_from={base}", "pe=nope"))

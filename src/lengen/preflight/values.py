@@ -36,6 +36,7 @@ from lengen.options import (
 )
 from lengen.preflight.command import group_choices
 from lengen.rundir import resolved_config
+from lengen.rundir.init_from import check_init_from_shape
 from lengen.schema import Config, node_options
 
 
@@ -141,6 +142,7 @@ def _validate(cfg: DictConfig) -> Checked:
     else:
         model = checked(options, cfg.model)
     _checked(model.check)
+    _checked(check_init_from_shape, cfg)  # the base run's config.yaml, before torch loads it
     optim = checked(OptimConfig, cfg.optim)
     evaluation = checked(EvalConfig, cfg.eval)
     # the logger's keys (a logger of the user's: its own constructor checks them)

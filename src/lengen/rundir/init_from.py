@@ -79,3 +79,48 @@ def init_from_record(cfg: DictConfig, checkpoint: dict) -> dict:
                 f"{record['train_len']}; the reference recalibrates at the original length"
             )
     return {"init_from": record}
+
+
+#: the model keys that set the shapes of its weights whatever the encoding: a base run that
+#: differs in one cannot initialise this model (``check_init_from_shape``)
+SHAPE_KEYS = ("_target_", "d_model", "n_layers", "d_ff", "tie_embeddings", "mixer", "mixers")
+
+
+def check_init_from_shape(cfg: DictConfig) -> None:
+    """An ``init_from`` run directory whose config.yaml gives the model another shape than
+    this config's (``SHAPE_KEYS``) -> ValueError naming the key and both values, read from
+    the base run's config.yaml without torch. The checkpoint's own load refused the same
+    only once both models were built, after ~15 s, in torch's words ('size mismatch for
+    embedding.weight …': KB79, docs/trials/kept-back-2026-12-02.md). A .ckpt file, or a run
+    directory without a readable config.yaml, is left to that load."""
+    from pathlib import Path
+
+    if not cfg.get("init_from"):
+        return
+    path = Path(str(cfg.init_from)) / "config.yaml"
+    try:
+        base = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except Exception:  # noqa: BLE001 - a file, a damaged or absent config: the load decides
+        return
+    model = base.get("model") if isinstance(base, dict) else None
+    if not isinstance(model, dict):
+        return
+    ours = OmegaConf.to_container(cfg.model, resolve=True)
+    for key in SHAPE_KEYS:
+        if key in model and _shape(model.get(key)) != _shape(ours.get(key)):
+            raise ValueError(
+                f"init_from={cfg.init_from}: its run has model.{key}={model[key]}, this config "
+                f"model.{key}={ours.get(key)}, so its weights cannot initialise this model; "
+                f"allowed: model.{key}={model[key]} (the base run's shape; the encoding, data "
+                f"and training keys may differ)"
+            )
+
+
+def _shape(value):
+    """A shape key's value as it sets the weights: a mixer by its name (its training options,
+    ``tbptt``, ``state_init``, may change between the runs), a list of them by theirs."""
+    if isinstance(value, dict):
+        return value.get("mixer")
+    if isinstance(value, list):
+        return [_shape(item) for item in value]
+    return value
