@@ -173,3 +173,20 @@ def test_a_sweep_whose_evaluation_a_single_run_would_refuse_is_refused_by_the_pr
     with pytest.raises(ConfigError, match=r"^eval.lengths: the evaluation is estimated at "):
         precheck([*arguments, "eval.lengths=[8,64]", f"hydra.sweep.dir={sweep}"])
     assert not sweep.exists()
+
+
+def test_skip_invalid_skips_a_job_whose_evaluation_a_single_run_would_refuse(tmp_path, monkeypatch):
+    """hydra.sweeper.skip_invalid=true checks each job as a single run: the evaluation's bound
+    was not among those checks, so the job ran and was refused after the sweep was written."""
+    from lengen.estimate_bound import MAX_EVAL_HOURS_VARIABLE
+    from lengen.preflight import SKIP_INVALID, precheck, sweeps
+
+    monkeypatch.setattr(sweeps, "_SWEEP_JOBS", {})  # this test's verdicts only, left behind
+    monkeypatch.setenv("LENGEN_CACHE_DIR", str(tmp_path / "cache"))  # nothing measured: rough
+    monkeypatch.setenv(MAX_EVAL_HOURS_VARIABLE, "0.02")  # 72 s: [8] about 5 s, [8,8192] minutes
+    arguments = ["-m", "debug=fast", "trainer.accelerator=cpu", f"{SKIP_INVALID}=true"]
+    lengths = "eval.lengths=[8],[8,8192]"
+    assert precheck([*arguments, lengths, f"hydra.sweep.dir={tmp_path / 'sweep'}"]) is None
+    reasons = {job[-1]: why for job, why in sweeps._SWEEP_JOBS.items()}
+    assert reasons["eval.lengths=[8]"] is None
+    assert reasons["eval.lengths=[8,8192]"].startswith("eval.lengths: the evaluation is estimated")

@@ -212,8 +212,9 @@ def precheck(arguments: Sequence[str]) -> int | None:
         # time, so the build checks it then)
         if not check_components(cfg) and get_class(cfg.data._target_).cheap_to_build:
             check_by_building(cfg)
-    if sweeping:  # last: a job's evaluation estimated (torch) once every other check passed
-        from lengen.preflight.packs import check_sweep_evaluations
+    if sweeping and not skipping:  # last: a job's evaluation estimated (torch) once every
+        # other check passed (skip_invalid: check_sweep_jobs asked it of every job)
+        from lengen.preflight.evaluations import check_sweep_evaluations
 
         check_sweep_evaluations(configs)
     return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from lengen.errors import ConfigError
+from lengen.preflight.evaluations import check_pack_evaluations
 from lengen.preflight.hydra_private import composing
 from lengen.preflight.sweeps import job_refusal, sweep_jobs
 from lengen.sweep_packs import PACK_KEY, group_jobs, pack_size, plan_packs
@@ -58,37 +59,6 @@ def check_pack_sweep(command, given: str | None, skipping: bool, cluster: bool) 
         # on SLURM too, as its memory is asked of this machine: the nodes' own check (the
         # pack's job, lengen.pack.timing) came only after the sweep was written and submitted
         check_pack_evaluations([configs[members[0]] for members in packs])
-
-
-def check_pack_evaluations(firsts) -> None:
-    """Each pack's evaluation bounded as its solo runs' (``LENGEN_MAX_EVAL_HOURS``:
-    ``lengen.sweep_estimate.check_pack_evaluation``), one pack of each kind asked (packs of
-    equal ``pack_signature`` cost the same): refused here in one line, exit 2, before Hydra
-    writes anything; the packs' jobs found it only once their members were built, and the sweep
-    exited 1. Imports torch (the estimate needs it). ``firsts``: a config of each pack, or of
-    each job of a sweep (``check_sweep_evaluations``)."""
-    from lengen.packable import pack_signature
-    from lengen.sweep_estimate import check_pack_evaluation
-
-    asked = set()
-    for cfg in firsts:
-        if (signature := pack_signature(cfg)) not in asked:
-            asked.add(signature)
-            check_pack_evaluation(cfg)
-
-
-def check_sweep_evaluations(configs) -> None:
-    """A -m sweep's runs bounded as a single run is (``LENGEN_MAX_EVAL_HOURS``), before Hydra
-    writes anything: the pre-check's configs (every job's where it composed them all, else the
-    first values and each swept value once), one of each cost asked. A single run is refused
-    after its build and its folder removed; a sweep's job was refused only after the sweep
-    folder was written (each run 'refused', exit 1, on SLURM after submitting). The job's own
-    check stays, for the combinations not composed here, and for text, which reads (and
-    tokenises) its corpus when built: the pre-check builds only what is cheap to build."""
-    from hydra.utils import get_class
-
-    cheap = [cfg for cfg in configs if get_class(cfg.data._target_).cheap_to_build]
-    check_pack_evaluations(cheap)
 
 
 def check_pack_memory(cfg, members: int) -> None:

@@ -88,14 +88,19 @@ def check_sweep_jobs(command: Command, cluster: bool) -> list[DictConfig]:
 
 
 def check_job(cfg: DictConfig, cluster: bool) -> None:
-    """The checks ``precheck`` asks of each config, for one job of a sweep (ConfigError)."""
+    """The checks ``precheck`` asks of each config, for one job of a sweep (ConfigError), its
+    evaluation's bound last (``lengen.preflight.evaluations.check_sweep_evaluations``: so
+    ``skip_invalid`` skips a job whose evaluation a single run would refuse)."""
     from hydra.utils import get_class
+
+    from lengen.preflight.evaluations import check_sweep_evaluations
 
     validate(cfg)
     check_launch(cfg, True, cluster)
     check_resources(cfg)
     if not check_components(cfg) and get_class(cfg.data._target_).cheap_to_build:
         check_by_building(cfg)
+    check_sweep_evaluations([cfg])
 
 
 def job_refusal(job: Sequence[str], load, cluster: bool) -> str | None:
