@@ -3,6 +3,7 @@ case the hostile trial of 2026-11-28 did not hold, for a class it did."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,9 +14,11 @@ from omegaconf import OmegaConf
 
 from helpers import compose_train
 from lengen import preflight
+from lengen.aggregate.load import load_runs
 from lengen.checks import ConfigError
 from lengen.preflight.launch import RANK_VARIABLES
 from lengen.preflight.resources import check_memory, check_model_memory
+from sweep_fixture import write_run
 
 #: every variable a launcher sets that says how many processes a job has or which one this is
 LAUNCH_VARIABLES = (*RANK_VARIABLES, *preflight.NODE_VARIABLES, "SLURM_JOB_NAME", "SLURM_JOB_ID")
@@ -135,3 +138,27 @@ def test_init_from_a_run_of_another_encoding_passes_the_pre_check(tmp_path):
     # DroPE's route: the base run's RoPE dropped, the model's shape kept
     base = base_run(tmp_path)
     preflight.validate(compose_train("debug=fast", f"init_from={base}", "pe=nope"))
+
+
+def damaged_run(folder, change):
+    """A run of two rows (lengths 4 and 8) whose results.json ``change`` edits."""
+    run_dir = write_run(folder, "r", accuracy={4: 1.0, 8: 0.5})
+    path = run_dir / "results.json"
+    results = json.loads(path.read_text())
+    change(results)
+    path.write_text(json.dumps(results))
+    (run,) = load_runs(folder, None, 0.9)
+    return run
+
+
+@pytest.mark.parametrize(("key", "value"), [("length", -8), ("n_examples", -5)])
+def test_kb89_a_count_under_one_fails_the_run_naming_it(tmp_path, key, value):
+    # before: aggregated as a row like any other
+    run = damaged_run(tmp_path, lambda results: results["eval"][1].update({key: value}))
+    assert (run.status, run.reason) == ("failed", f"results.json: eval[1].{key}={value} is under 1")
+
+
+def test_kb91_a_repeated_row_fails_the_run_naming_both(tmp_path):
+    # before: the copy was counted as a second measurement of the same length
+    run = damaged_run(tmp_path, lambda results: results["eval"].append(dict(results["eval"][0])))
+    assert run.status == "failed" and "eval[2] repeats eval[0]" in run.reason

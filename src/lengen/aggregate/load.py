@@ -150,6 +150,9 @@ METRIC_RANGES = {
     **dict.fromkeys(("loss", "bits_per_byte"), (0.0, math.inf)),
     "ppl": (1.0, math.inf),
 }
+#: the least a results row's counts may be (a row measures at least one position of one
+#: instance): a length of -8 or n_examples of -5 was aggregated as a value (KB89, KB90)
+COUNT_MINIMA = {"length": 1, "max_position": 1, "n_examples": 1, "n_unique": 1}
 #: the sections of results.json that aggregation and its figures read: objects where present
 SECTIONS = ("attention_diagnostics", "accuracy_by_answer_position", "validation")
 
@@ -164,7 +167,19 @@ def value_problems(results: dict, name: str) -> list[str]:
         if results.get(key) is not None and not isinstance(results[key], dict)
     ]
     problems += section_problems(results, name)  # a part of the wrong kind inside one (PL05b)
+    seen: dict[tuple, int] = {}  # (length, protocol) -> the row that measured it first
     for index, row in enumerate(results["eval"]):
+        for key, least in COUNT_MINIMA.items():
+            value = row.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value < least:
+                problems.append(f"{name}: eval[{index}].{key}={value} is under {least}")
+        cell = (row.get("length"), row.get("protocol"))
+        if cell in seen:  # rows are unique per (length, protocol): a copy would count twice
+            problems.append(
+                f"{name}: eval[{index}] repeats eval[{seen[cell]}] (length {cell[0]}, "
+                f"protocol {cell[1]}; rows are unique per length and protocol)"
+            )
+        seen.setdefault(cell, index)
         for key, (low, high) in METRIC_RANGES.items():
             value = row.get(key)
             number = isinstance(value, int | float) and not isinstance(value, bool)
