@@ -24,4 +24,7 @@ from lengen.caches import use_lengen_caches
 use_lengen_caches()  # lengen imports matplotlib lazily: this runs before it (docs/scaling.md)
 
 if __name__ == "__main__":
+    from lengen.process import outlive_closed_output
+
+    outlive_closed_output()  # `| head`, `>/dev/full`, a closed stream: the outputs still come
     sys.exit(main())

@@ -351,4 +351,7 @@ def _attention_main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    from lengen.process import outlive_closed_output
+
+    outlive_closed_output()  # `| head`, `>/dev/full`, a closed stream: the outputs still come
     sys.exit(main())

@@ -12,7 +12,7 @@ import zipfile
 import pytest
 from omegaconf import OmegaConf
 
-from helpers import compose_train
+from helpers import ROOT, compose_train
 from lengen import preflight
 from lengen.aggregate.load import load_runs
 from lengen.checks import ConfigError
@@ -162,3 +162,16 @@ def test_kb91_a_repeated_row_fails_the_run_naming_both(tmp_path):
     # before: the copy was counted as a second measurement of the same length
     run = damaged_run(tmp_path, lambda results: results["eval"].append(dict(results["eval"][0])))
     assert run.status == "failed" and "eval[2] repeats eval[0]" in run.reason
+
+
+def test_kb107_aggregate_to_a_full_stdout_still_exits_0_with_its_tables(tmp_path):
+    # before: OSError [Errno 28] traceback from its report's print, exit 1
+    write_run(tmp_path / "sweep", "r", accuracy={4: 1.0, 8: 0.5})
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "aggregate.py"), str(tmp_path / "sweep"),
+             "--out", str(tmp_path / "out")],
+            stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "summary.md").is_file()

@@ -122,9 +122,12 @@ def signals_end_the_wait(
 
 class _OutlivesItsReader:
     """A text stream that keeps the process going when whoever reads it goes away (``| head``,
-    a closed terminal or SSH session): the first BrokenPipeError points the stream's file
+    a closed terminal or SSH session) or its file cannot take more (``>/dev/full``, a full
+    disk: ENOSPC; a hung-up terminal: EIO): the first such OSError points the stream's file
     descriptor at /dev/null, so later writes, flushes and the interpreter's own flush at exit
-    succeed. A run must not crash (and record a failure) for want of a reader."""
+    succeed. A run must not crash (and record a failure) for want of a reader; aggregate.py's
+    report to ``>/dev/full`` was an OSError traceback, exit 1, after its tables were written
+    (KB107, docs/trials/kept-back-2026-12-02.md)."""
 
     def __init__(self, stream) -> None:
         self._stream = stream
@@ -132,14 +135,14 @@ class _OutlivesItsReader:
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
+        except OSError:
             self._to_null()
             return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except BrokenPipeError:
+        except OSError:
             self._to_null()
 
     def _to_null(self) -> None:
