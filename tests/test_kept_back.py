@@ -175,3 +175,19 @@ def test_kb107_aggregate_to_a_full_stdout_still_exits_0_with_its_tables(tmp_path
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out" / "summary.md").is_file()
+
+
+def test_kb130_a_pack_refused_for_a_finished_member_counts_it_refused(tmp_path):
+    # before: 'sweep: 2 runs (1 finished earlier, 1 refused)', the refused member named wrongly
+    sweep = tmp_path / "sweep"
+    finished = write_run(sweep, "s0", accuracy={8: 1.0})  # seed 0's folder, finished before
+    assert finished == sweep / "s0"
+    command = [sys.executable, str(ROOT / "train.py"), "-m", "debug=fast", "eval.lengths=[8]",
+               "seed=0,1", "hydra.sweeper.pack=2", "hydra.sweep.subdir=s${seed}",
+               f"hydra.sweep.dir={sweep}"]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "sweep: 2 runs (2 refused)" in done.stdout, done.stdout

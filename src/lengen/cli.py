@@ -188,7 +188,12 @@ def train_pack_main(cfg: DictConfig, hydra: DictConfig, members: list[dict]) -> 
         else:
             traceback.print_exc()
             said = f"failed: {type(error).__name__}: {error}"
-        return pack_outcomes(directories, done_before, left, said)
+        outcomes = pack_outcomes(directories, done_before, left, said)
+        if isinstance(error, ConfigError) and cfg.get("resume") is False:
+            # a finished member is itself a refusal without resume (as a single run's is):
+            # it did not 'finish earlier' in this sweep (KB130, docs/trials/kept-back-…)
+            outcomes = [said if outcome == "finished earlier" else outcome for outcome in outcomes]
+        return outcomes
     finally:
         RunDirectory.release_all()
 
