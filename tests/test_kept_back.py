@@ -18,6 +18,7 @@ from lengen.aggregate.load import load_runs
 from lengen.checks import ConfigError
 from lengen.preflight.launch import RANK_VARIABLES
 from lengen.preflight.resources import check_memory, check_model_memory
+from lengen.rundir.saved_config import load_config
 from sweep_fixture import write_run
 
 #: every variable a launcher sets that says how many processes a job has or which one this is
@@ -191,3 +192,10 @@ def test_kb130_a_pack_refused_for_a_finished_member_counts_it_refused(tmp_path):
     )  # fmt: skip
     assert done.returncode == 1
     assert "sweep: 2 runs (2 refused)" in done.stdout, done.stdout
+
+
+def test_kb106_eval_py_given_hydra_run_dir_names_what_it_writes_into(tmp_path):
+    # before: "hydra.run.dir: cannot apply … (Key 'hydra' is not in struct)", OmegaConf's words
+    OmegaConf.save(compose_train("debug=fast"), tmp_path / "config.yaml")
+    with pytest.raises(ConfigError, match=r"^hydra\.run\.dir: the run's config has no hydra \("):
+        load_config(tmp_path, ["hydra.run.dir=/elsewhere"])

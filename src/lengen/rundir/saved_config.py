@@ -95,6 +95,12 @@ def load_config(run_dir: Path, overrides: list[str] | tuple = ()) -> DictConfig:
                 f"{key}: a re-evaluation changes keys the run's config has; allowed: "
                 f"{key.lstrip('~+')}=<value>, without Hydra's ~, + or ++"
             )
+        if (section := key.partition(".")[0]) not in cfg:  # OmegaConf said 'not in struct'
+            where = " (eval.py writes results.<tag>.json into run=<dir>)" * (section == "hydra")
+            raise ConfigError(  # kept-back KB106: hydra.run.dir=… was refused in OmegaConf's words
+                f"{key}: the run's config has no {section}{where}; allowed: run=<dir>, "
+                f"tag=<name>, and keys of the run's config such as eval.lengths=[32,64]"
+            )
         try:
             cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([override]))
         except (OmegaConfBaseException, yaml.YAMLError) as error:  # yaml: a value cut short
