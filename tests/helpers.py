@@ -28,9 +28,64 @@ def compose_train(*overrides: str, fast: bool = True) -> DictConfig:
 
 @functools.cache
 def _composed(overrides: tuple[str, ...], fast: bool) -> DictConfig:
-    extra = ["debug=fast"] if fast else []
+    """Hydra composes in two stages (``ConfigLoaderImpl._load_configuration_impl``): the
+    defaults list, chosen by the group overrides (pe=…, model=…), merged into one config set to
+    struct mode; then the value overrides (model.d_model=16, …), applied in order to that.
+    The first stage is the cost and most tests vary only the second, so the first is composed
+    once per group choice here and the second applied with Hydra's own function to a copy: the
+    same config, the same errors (tests/test_helpers_compose.py compares the two ways)."""
+    extra = ("debug=fast",) if fast else ()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return compose(config_name="train", overrides=[*extra, *overrides])
+        split = _split_overrides((*extra, *overrides))
+        if split is None:  # hydra.*, deletions, additions, sweeps: Hydra's whole compose
+            return compose(config_name="train", overrides=[*extra, *overrides])
+    groups, values = split
+    cfg = copy.deepcopy(_composed_groups(groups))
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.errors import ConfigCompositionException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:  # as ConfigLoaderImpl.load_configuration wraps OmegaConf's errors
+        ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+    except OmegaConfBaseException as error:
+        raise ConfigCompositionException().with_traceback(error.__traceback__) from error
+    return cfg
+
+
+@functools.cache
+def _composed_groups(groups: tuple[str, ...]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name="train", overrides=list(groups))
+
+
+def _split_overrides(overrides: tuple[str, ...]):
+    """(group overrides as typed, value overrides parsed), classified as Hydra's defaults list
+    classifies them (``hydra._internal.defaults_list.Overrides``: a key naming a config group,
+    with a value that is no dict, chooses from the group); None where the two-stage path would
+    not be Hydra's own (hydra.* keys, which land in the node compose drops; +, ++ and ~, which
+    may add or delete group entries; sweeps, which compose refuses)."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    repository = GlobalHydra.instance().config_loader().repository
+    groups, values = [], []
+    for text, override in zip(overrides, parsed, strict=True):
+        key = override.key_or_group
+        if (
+            key.split(".")[0].split("/")[0] == "hydra"
+            or override.is_sweep_override()
+            or override.is_add()
+            or override.is_force_add()
+            or override.is_delete()
+            or override.package is not None
+        ):
+            return None
+        if repository.group_exists(key) and not isinstance(override.value(), dict):
+            groups.append(text)
+        else:
+            values.append(override)
+    return tuple(groups), values
 
 
 @contextlib.contextmanager
