@@ -24,6 +24,7 @@ numbers in git: docs/reproductions.md). See docs/analysis.md.
 
 from __future__ import annotations
 
+import errno
 import sys
 from pathlib import Path
 
@@ -35,9 +36,30 @@ from lengen.plots.pe import GRID_ENCODINGS, plot_pe_grid_analysis
 use_lengen_caches()  # lengen imports matplotlib lazily: this runs before it (docs/scaling.md)
 
 
+#: errors of a write that the disk or its folder refused on the way (after the --out probe)
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``plot.py <folder> [...]`` (sweep figures) or ``plot.py pe-analysis [...]``."""
+    """``plot.py <folder> [...]`` (sweep figures) or ``plot.py pe-analysis [...]``; a disk that
+    fills up on the way is one line and exit 4 in every subcommand: pe-analysis and attention
+    ended in an OSError traceback (kept-back KB143, docs/trials/kept-back-2026-12-02.md)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(argv)
+    except OSError as error:
+        if error.errno not in WRITE_ERRNOS:
+            raise
+        from lengen.aggregate.report import write_failure
+
+        out = next((arg.partition("=")[2] for arg in argv if arg.startswith("--out=")), None)
+        if out is None and "--out" in argv[:-1]:
+            out = argv[argv.index("--out") + 1]
+        print(f"error: {write_failure(out or 'the output folder', error)}", file=sys.stderr)
+        return 4
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] == "attention":
         return _attention_main(argv[1:])
     if argv and argv[0] == "runs":

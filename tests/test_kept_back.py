@@ -3,6 +3,7 @@ case the hostile trial of 2026-11-28 did not hold, for a class it did."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ import zipfile
 import pytest
 from omegaconf import OmegaConf
 
-from helpers import ROOT, compose_train
+from helpers import ROOT, compose_train, load_script
 from lengen import preflight
 from lengen.aggregate.load import load_runs
 from lengen.checks import ConfigError
@@ -199,3 +200,17 @@ def test_kb106_eval_py_given_hydra_run_dir_names_what_it_writes_into(tmp_path):
     OmegaConf.save(compose_train("debug=fast"), tmp_path / "config.yaml")
     with pytest.raises(ConfigError, match=r"^hydra\.run\.dir: the run's config has no hydra \("):
         load_config(tmp_path, ["hydra.run.dir=/elsewhere"])
+
+
+def test_kb143_plot_pe_analysis_on_a_disk_that_fills_up_is_one_line_and_exit_4(
+    tmp_path, monkeypatch, capsys
+):
+    # before: the OSError [Errno 28] traceback of atomic_write, exit 1 (the sweep figures and
+    # plot.py runs said it in one line with exit 4 already)
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("lengen.atomic.atomic_write", full)
+    status = load_script("plot").main(["pe-analysis", "--pe", "rope", "--out", str(tmp_path)])
+    assert status == 4
+    assert capsys.readouterr().err.startswith(f"error: writing into {tmp_path} failed (No space")
