@@ -214,3 +214,13 @@ def test_kb143_plot_pe_analysis_on_a_disk_that_fills_up_is_one_line_and_exit_4(
     status = load_script("plot").main(["pe-analysis", "--pe", "rope", "--out", str(tmp_path)])
     assert status == 4
     assert capsys.readouterr().err.startswith(f"error: writing into {tmp_path} failed (No space")
+
+
+def test_kb153_a_pack_whose_one_member_cannot_fit_names_the_members_key(sixteen_gib):
+    # before: 'hydra.sweeper.pack: a pack of 2 runs needs about 130.6 GiB …; allowed: a smaller
+    # hydra.sweeper.pack', though one member alone (65 GiB) fits in no pack size
+    from lengen.preflight.packs import check_pack_memory
+
+    cfg = compose_train("debug=fast", "trainer.accelerator=cpu", "model.d_model=16384")
+    with pytest.raises(ConfigError, match=r"^model\.d_model=16384: training this model needs"):
+        check_pack_memory(cfg, 2)

@@ -68,9 +68,17 @@ def check_pack_memory(cfg, members: int) -> None:
     another: ``lengen.pack.engine.LOOPED``); evaluation is one member at a time, as a single
     run's. The single run's estimate is ``lengen.preflight.sizes``'s (ConfigError naming
     hydra.sweeper.pack and the estimate)."""
-    from lengen.preflight.resources import available_memory, config_axes, on_cpu
+    from lengen.preflight.resources import (
+        available_memory,
+        check_model_memory,
+        config_axes,
+        on_cpu,
+    )
     from lengen.preflight.sizes import TRAINING_BYTES, model_sizes
 
+    # a member that cannot fit alone is refused as a single run is, naming its own key: the
+    # pack's line said 'a smaller hydra.sweeper.pack', which no pack size helps (KB153)
+    check_model_memory(cfg)
     available, where = available_memory(cfg)
     sizes = model_sizes(cfg, config_axes(cfg)) if where else None
     if sizes is None:
