@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import os
 import subprocess
@@ -35,7 +36,7 @@ def _composed(overrides: tuple[str, ...], fast: bool) -> DictConfig:
     once per group choice here and the second applied with Hydra's own function to a copy: the
     same config, the same errors (tests/test_helpers_compose.py compares the two ways)."""
     extra = ("debug=fast",) if fast else ()
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"), _yaml_read_once():
         split = _split_overrides((*extra, *overrides))
         if split is None:  # hydra.*, deletions, additions, sweeps: Hydra's whole compose
             return compose(config_name="train", overrides=[*extra, *overrides])
@@ -54,8 +55,41 @@ def _composed(overrides: tuple[str, ...], fast: bool) -> DictConfig:
 
 @functools.cache
 def _composed_groups(groups: tuple[str, ...]) -> DictConfig:
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"), _yaml_read_once():
         return compose(config_name="train", overrides=list(groups))
+
+
+#: (config source, file, mtime, size) -> Hydra's ConfigResult of that file, as first parsed
+_PARSED: dict = {}
+
+
+@contextlib.contextmanager
+def _yaml_read_once():
+    """While open, Hydra's file config source parses each yaml file once per process and hands
+    each compose a copy of what it parsed (a copy costs a fifth of a parse; a compose reads
+    ~20 files); a file changed since (its mtime or size) is parsed again."""
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+
+    parse = FileConfigSource.load_config
+
+    def load_config(self, config_path: str):
+        name = self._normalize_file_name(config_path)
+        try:
+            stat = os.stat(os.path.realpath(os.path.join(self.path, name)))
+        except OSError:  # Hydra's own error for a missing file
+            return parse(self, config_path)
+        key = (self.path, name, stat.st_mtime_ns, stat.st_size)
+        if key not in _PARSED:
+            _PARSED[key] = parse(self, config_path)
+        first = _PARSED[key]
+        return dataclasses.replace(first, config=copy.deepcopy(first.config),
+                                   header=dict(first.header))  # fmt: skip
+
+    FileConfigSource.load_config = load_config
+    try:
+        yield
+    finally:
+        FileConfigSource.load_config = parse
 
 
 def _split_overrides(overrides: tuple[str, ...]):

@@ -49,3 +49,17 @@ def test_a_refused_value_override_is_hydras_error(overrides):
 def test_value_overrides_leave_the_cached_group_config_alone():
     compose_train("pe=alibi", "model.d_model=16")
     assert compose_train("pe=alibi").model.d_model == hydra_compose("pe=alibi").model.d_model
+
+
+def test_a_yaml_changed_since_its_first_parse_is_parsed_again(tmp_path):
+    from helpers import _yaml_read_once
+
+    def composed_seed() -> int:
+        config_dir = str(tmp_path)
+        with initialize_config_dir(config_dir=config_dir, version_base="1.3"), _yaml_read_once():
+            return compose(config_name="train").seed
+
+    (tmp_path / "train.yaml").write_text("seed: 1\n")
+    assert composed_seed() == 1
+    (tmp_path / "train.yaml").write_text("seed: 22\n")
+    assert composed_seed() == 22
