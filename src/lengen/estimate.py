@@ -37,6 +37,7 @@ import contextlib
 import json
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from lengen.estimate_entries import sound_entries, sound_entry
@@ -179,10 +180,21 @@ def train_step_flops(n_params: int, n_layers: int, d_model: int, batch: int, tok
 
 
 def eval_flops(
-    n_params: int, n_layers: int, d_model: int, samples: int, tokens: list[int]
+    n_params: int,
+    n_layers: int,
+    d_model: int,
+    samples: int,
+    tokens: list[int],
+    passes: Callable[[int], int] | None = None,
 ) -> float:
-    """FLOPs of evaluating ``samples`` sequences at each of ``tokens`` (forward only)."""
-    return float(sum(samples * (2 * n_params * t + 4 * n_layers * d_model * t**2) for t in tokens))
+    """FLOPs of evaluating ``samples`` sequences at each of ``tokens`` (forward only), each
+    ``passes(t)`` times the one-pass cost (a looped model's loops, ``lengen.model.looped.
+    evaluation_passes``; 1 without)."""
+
+    def one(t: int) -> float:
+        return samples * (2 * n_params * t + 4 * n_layers * d_model * t**2)
+
+    return float(sum(one(t) * (passes(t) if passes is not None else 1) for t in tokens))
 
 
 def machine_key(device: str, world_size: int = 1) -> str:

@@ -263,13 +263,18 @@ def evaluate_run(arguments: Sequence[str]) -> dict:
         run = rebuild_run(run_dir, cfg, weights_key=f"overrides {overrides}")
     except NonFiniteCheckpoint as error:  # the run's, whatever the overrides (CK01)
         raise ConfigError(f"run={run_dir}: {error.problem}") from None
+    from functools import partial
+
     import torch
 
     from lengen.estimate_bound import check_reevaluation_time
+    from lengen.model.looped import evaluation_passes
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     # hours of evaluation are refused unasked, before a tag is reserved (O15's eval.py form)
-    print(check_reevaluation_time(cfg, run.model, run.data, run.lengths, device.type), flush=True)
+    passes = partial(evaluation_passes, run.model)  # a looped model's loops (KB23)
+    line = check_reevaluation_time(cfg, run.model, run.data, run.lengths, device.type, passes)
+    print(line, flush=True)
     tag = reserve_tag(run_dir, tag)
     try:
         return evaluate_and_write(

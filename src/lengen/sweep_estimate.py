@@ -51,11 +51,14 @@ def run_parts(cfg: DictConfig, members: int | None = None) -> tuple[dict, str | 
     weights) and asked of this machine's calibration as the run asks it once built. ``members``:
     a pack's job (the whole pack's step); None: one run's, as ``lengen.pack.timing`` bounds
     each member."""
+    from functools import partial
+
     import torch
 
     from lengen.build import build
     from lengen.caches import calibration_file
     from lengen.estimate import Estimate, eval_flops, machine_key, mechanism_key, train_step_flops
+    from lengen.model.looped import evaluation_passes
 
     with torch.random.fork_rng(devices=[]):  # build seeds torch: the sweep's state is kept
         data, model, lengths = build(cfg, meta=True)
@@ -66,7 +69,12 @@ def run_parts(cfg: DictConfig, members: int | None = None) -> tuple[dict, str | 
     sizes = (n_params, int(cfg.model.n_layers), int(cfg.model.d_model))
     step = train_step_flops(*sizes, data.batch_size, data.sequence_length(data.train_len))
     samples = int(cfg.eval.get("samples") or 1)
-    evaluation = eval_flops(*sizes, samples, [data.sequence_length(n) for n in lengths])
+    evaluation = eval_flops(
+        *sizes,
+        samples,
+        [data.sequence_length(n) for n in lengths],
+        passes=partial(evaluation_passes, model),
+    )
     protocol = str(cfg.eval.get("decoding") or "teacher_forced")
     keywords = {} if members is None else {"members": members}
     steps = int(cfg.trainer.max_steps)

@@ -132,6 +132,8 @@ class RunTiming:
     def start(cls, cfg, model, data, lengths, trainer, resumed, directory) -> RunTiming | None:
         """Print the estimate line -> the timing to finish, or None where no estimate could be
         made (a component without the usual sizes: the run goes on without one)."""
+        from functools import partial
+
         from lengen.caches import calibration_file
         from lengen.estimate import (
             Estimate,
@@ -140,6 +142,7 @@ class RunTiming:
             mechanism_key,
             train_step_flops,
         )
+        from lengen.model.looped import evaluation_passes
         from lengen.progress import StepTimer
 
         try:
@@ -152,7 +155,12 @@ class RunTiming:
             tokens = data.sequence_length(data.train_len)
             step = train_step_flops(*sizes, data.batch_size, tokens)
             samples = int(cfg.eval.get("samples") or 1)
-            evaluation = eval_flops(*sizes, samples, [data.sequence_length(n) for n in lengths])
+            evaluation = eval_flops(
+                *sizes,
+                samples,
+                [data.sequence_length(n) for n in lengths],
+                passes=partial(evaluation_passes, model),
+            )
             protocol = str(cfg.eval.get("decoding") or "teacher_forced")
             steps = max(0, int(cfg.trainer.max_steps) - (resumed[1] if resumed else 0))
             line = estimate.line(steps, step, evaluation, protocol, len(lengths))

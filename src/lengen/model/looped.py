@@ -47,6 +47,11 @@ class Depth(nn.Module):
         """Passes through the blocks at a sequence of ``tokens`` tokens."""
         return 1
 
+    def evaluation_passes(self, tokens: int) -> int:
+        """Passes through the blocks that evaluating one sequence of ``tokens`` tokens costs
+        (for the evaluation's time estimate, ``lengen.estimate.eval_flops``)."""
+        return self.loops_at(tokens)
+
     def forward(
         self,
         blocks: Sequence[nn.Module],
@@ -106,6 +111,15 @@ class Looped(Depth):
     def loops_at(self, tokens: int) -> int:
         return self.loop_count(tokens) if self.forced is None else self.forced
 
+    def evaluation_passes(self, tokens: int) -> int:
+        # confidence: every count K = 1 … K_max scored in a pass of K loops, then the length at
+        # the count chosen (≤ K_max): a loop_extra of 10^8 evaluated "4 s" by the estimate and
+        # ran for ever (#51 kept-back KB23)
+        if self.rule != "confidence" or self.forced is not None:
+            return self.loops_at(tokens)
+        most = self.loops_at(tokens) + self.extra
+        return most * (most + 1) // 2 + most
+
     def forward(self, blocks, layer_pe, x, positions, memory=None, layers=None, tokens=None):
         # x: (B, T, D) embedded input e; tokens: the sequence's total length (cached decoding
         # feeds T < N tokens of an N-token sequence), by default T
@@ -117,6 +131,13 @@ class Looped(Depth):
                 cache = None if layers is None else layers[loop * len(blocks) + index]
                 hidden = block(hidden, layer_pe(index), positions, memory, cache)
         return hidden
+
+
+def evaluation_passes(model: nn.Module, tokens: int) -> int:
+    """Passes through its blocks that evaluating one sequence of ``tokens`` tokens costs
+    ``model`` (the largest of its stacks': an encoder–decoder's two): 1 without loops."""
+    depths = [module for module in model.modules() if isinstance(module, Depth)]
+    return max((depth.evaluation_passes(tokens) for depth in depths), default=1)
 
 
 def looped_depth(model: nn.Module) -> Looped | None:

@@ -38,8 +38,11 @@ class PackTimer:
 def member_costs(member: Member, device):
     """(Estimate, one member's step FLOPs, its evaluation FLOPs, protocol): what this machine's
     calibration is asked and told, as ``RunTiming`` does for a solo run."""
+    from functools import partial
+
     from lengen.caches import calibration_file
     from lengen.estimate import mechanism_key
+    from lengen.model.looped import evaluation_passes
     from lengen.progress import Estimate, eval_flops, machine_key, train_step_flops
 
     cfg, data, model = member.cfg, member.data, member.model
@@ -51,7 +54,7 @@ def member_costs(member: Member, device):
     step = train_step_flops(*sizes, data.batch_size, data.sequence_length(data.train_len))
     samples = int(cfg.eval.get("samples") or 1)
     lengths = [data.sequence_length(n) for n in member.lengths]
-    evaluation = eval_flops(*sizes, samples, lengths)
+    evaluation = eval_flops(*sizes, samples, lengths, passes=partial(evaluation_passes, model))
     return estimate, step, evaluation, str(cfg.eval.get("decoding") or "teacher_forced")
 
 
