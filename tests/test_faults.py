@@ -457,17 +457,15 @@ def test_a_refusal_after_hydra_made_the_directory_removes_it(tmp_path):
 # -- faults aimed at a finished run: refused before torch is imported, the run unchanged -------------
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> Path:
-    """One tiny trained run for the module."""
+    """One tiny trained run for the module, trained in this process (``lengen.train.run``, what
+    train.py calls): the faults aimed at it are the real command line's, its making is not
+    their subject, and a train.py process of its own cost a start-up of torch and Lightning."""
+    from helpers import compose_train
+    from lengen.train import run
+
     run_dir = tmp_path_factory.mktemp("finished") / "run"
-    done = run_train(
-        "debug=fast",
-        "trainer.max_steps=2",
-        "eval.lengths=[8]",
-        "eval.diagnostics=false",
-        f"hydra.run.dir={run_dir}",
-        one_thread=True,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    cfg = compose_train("trainer.max_steps=2", "eval.lengths=[8]", "eval.diagnostics=false")
+    run(cfg, run_dir=run_dir)
     return run_dir
 
 
@@ -570,16 +568,19 @@ def log_rows(run_dir: Path) -> list[tuple[str, tuple[str, ...]]]:
 @pytest.fixture(scope="module")
 def stopped_at_the_last_step(tmp_path_factory) -> dict[str, Path]:
     """The one-step run uninterrupted, and stopped by SIGTERM once it started (it stops after
-    its first step, the last, with a checkpoint) and resumed."""
+    its first step, the last, with a checkpoint) and resumed. The uninterrupted one trains in
+    this process (``lengen.train.run``, what train.py calls, on one thread as the others): only
+    the stopped one needs a process of its own, to be signalled."""
+    import torch
+
+    from helpers import compose_train
+    from lengen.train import run
+
     root = tmp_path_factory.mktemp("stopped")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-
-    def start(run_dir: Path) -> subprocess.Popen:
-        command = [sys.executable, str(ROOT / "train.py"), *ONE_STEP, f"hydra.run.dir={run_dir}"]
-        return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
-
-    whole, cut = start(root / "whole"), start(root / "cut")
+    command = [sys.executable, str(ROOT / "train.py"), *ONE_STEP, f"hydra.run.dir={root / 'cut'}"]
+    cut = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
     deadline = time.monotonic() + 120
     while not (root / "cut" / "config.yaml").exists():  # written when the run starts
         assert cut.poll() is None and time.monotonic() < deadline, cut.communicate()[1][-2000:]
@@ -590,7 +591,12 @@ def stopped_at_the_last_step(tmp_path_factory) -> dict[str, Path]:
     assert "interrupted by SIGTERM at step 1" in stderr, stderr[-2000:]
     resumed = run_train(*ONE_STEP, "resume=true", f"hydra.run.dir={root / 'cut'}", one_thread=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert whole.wait(timeout=120) == 0, whole.communicate()[1][-2000:]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:  # compose_train adds debug=fast itself
+        run(compose_train(*(o for o in ONE_STEP if o != "debug=fast")), run_dir=root / "whole")
+    finally:
+        torch.set_num_threads(threads)
     return {"whole": root / "whole", "cut": root / "cut"}
 
 
