@@ -99,3 +99,23 @@ def test_the_refusal_names_model_loop_extra_first(tmp_path, monkeypatch):
     monkeypatch.delenv(MAX_EVAL_HOURS_VARIABLE, raising=False)
     with pytest.raises(ConfigError, match=r"; allowed: a smaller model.loop_extra, shorter eval"):
         start(looped("confidence", extra=10**8), tmp_path)
+
+
+def test_a_version_3_calibration_loses_only_its_looped_evaluation_entries():
+    from lengen.estimate import FORMAT, upgraded
+
+    entries = [[1e6, 0.5, 1.0]]
+    machine = {
+        "eval teacher_forced": entries,
+        "eval teacher_forced · RoPE · DecoderOnly": entries,
+        "eval teacher_forced · RoPE · DecoderOnly · loops=2 · loop_rule=confidence": entries,
+        "eval greedy · RoPE · DecoderOnly · loop_rule=linear": entries,
+        "train · RoPE · DecoderOnly · loops=2": entries,
+    }
+    data = upgraded({"version": 3, "machines": {"here": dict(machine)}})
+    assert data["version"] == FORMAT == 4
+    assert sorted(data["machines"]["here"]) == [
+        "eval teacher_forced",
+        "eval teacher_forced · RoPE · DecoderOnly",
+        "train · RoPE · DecoderOnly · loops=2",
+    ]

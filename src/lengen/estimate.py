@@ -50,8 +50,10 @@ KEPT = 40
 MIN_TIMED_STEPS = 100
 #: the calibration file's format: files of another are read as empty and replaced at the next
 #: record (version 1 kept the short runs' step times; version 2 the times as measured, under
-#: whatever load, where version 3 keeps their quiet equivalents and the contention)
-FORMAT = 3
+#: whatever load, where version 3 keeps their quiet equivalents and the contention; version 4
+#: counts a looped model's passes in its evaluation's FLOPs, and a version-3 file is read as
+#: version 4 without its looped mechanisms' evaluation entries, ``upgraded``)
+FORMAT = 4
 #: assumed speeds where nothing was measured on the machine yet (the line says "rough"): a
 #: small model on a CPU reaches ~half of the matmul peak (docs/benchmarks.md), a GPU far more;
 #: the start-up is Lightning's (trainer set-up, sanity validation)
@@ -179,6 +181,26 @@ def train_step_flops(n_params: int, n_layers: int, d_model: int, batch: int, tok
     return float(batch) * (6 * n_params * tokens + 12 * n_layers * d_model * tokens**2)
 
 
+def upgraded(data):
+    """A calibration file's contents in ``FORMAT``: version 3's entries as they were, but the
+    evaluation entries of looped mechanisms (``… · loops=…``, ``… · loop_rule=…``), measured
+    when their FLOPs counted one pass, which would now make those estimates many times too long
+    (the shipped confidence rule's evaluation: 275 passes). Anything else unchanged."""
+    if not isinstance(data, dict) or data.get("version") != 3:
+        return data
+    machines = data.get("machines")
+    if isinstance(machines, dict):
+        for machine in machines.values():
+            if isinstance(machine, dict):
+                for kind in [k for k in machine if k.startswith("eval ") and _looped_kind(k)]:
+                    del machine[kind]
+    return {**data, "version": FORMAT}
+
+
+def _looped_kind(kind: str) -> bool:
+    return any(part.startswith(("loops=", "loop_rule=")) for part in kind.split(" · ")[1:])
+
+
 def eval_flops(
     n_params: int,
     n_layers: int,
@@ -268,7 +290,7 @@ class Estimate:
 
     def _read(self) -> dict:
         try:
-            data = json.loads(self.path.read_text())
+            data = upgraded(json.loads(self.path.read_text()))
             if not isinstance(data, dict) or data.get("version") != FORMAT:
                 return {}
             machine = data["machines"].get(self.machine, {})
@@ -433,7 +455,7 @@ class Estimate:
         from lengen.atomic import atomic_write
 
         try:
-            data = json.loads(self.path.read_text()) if self.path.is_file() else {}
+            data = upgraded(json.loads(self.path.read_text())) if self.path.is_file() else {}
         except (OSError, ValueError):
             data = {}
         if not isinstance(data, dict) or data.get("version") != FORMAT:
