@@ -41,8 +41,8 @@ RECIPES = {
     # script now sets explicitly: the same configurations under other overrides
     "search_chomsky.sh": (None, 4),
     "ablate_mcgill_nope.sh": ("mcgill_nope_ablation", 24),
-    # issue #49: 7 arms x 3 seeds on flip-flop and on A5, not run yet
-    "reproduce_encoding_or_recurrence.sh": (None, 42),
+    # issue #49: 7 arms x 3 seeds on flip-flop and on A5; committed: flip-flop (21 runs)
+    "reproduce_encoding_or_recurrence.sh": ("encoding_or_recurrence/flip_flop", 42),
     # issue #48: RoPE on passkey and niah_multikey x 3 seeds, then eval.py per arm and DroPE
     # (under drope/, not a job of the sweep); committed: passkey seed 0 (SEEDS=0)
     "reproduce_extension_arms.sh": ("extension_arms", 6),
