@@ -386,7 +386,9 @@ def distinguishing(runs: list[RunRecord], within: list[str], prefix: str = "") -
     one component only (``pe.base`` of RoPE, ``data.task.base`` of addition; ``COMPONENTS``):
     those count when they vary among configurations of that component, so RoPE rows are not
     labelled with keys ALiBi lacks. Options every PE has (``pe.randomized``) count like any
-    other key. Keys absent in all of them never show; nor do the named columns."""
+    other key. Keys absent in all of them never show; nor do the named columns; nor a key
+    absent from this configuration (at its default, or no option of it: ``model.mixer.mixer``
+    of a model whose mixer is a plain name was labelled ``model.mixer.mixer=null``)."""
     configs = {}
     for run in runs:  # the first run of a configuration stands for it
         configs.setdefault(run.config_hash, run.config)
@@ -410,7 +412,10 @@ def distinguishing(runs: list[RunRecord], within: list[str], prefix: str = "") -
         digest: ", ".join(
             f"{key}={_show(configs[digest].get(key, 'null'))}"
             for key in sorted(frame)
-            if shown.at[digest, key] and key not in NAMED_KEYS and key.startswith(prefix)
+            if shown.at[digest, key]
+            and key not in NAMED_KEYS
+            and key.startswith(prefix)
+            and frame.at[digest, key] != "absent"  # its default, or not an option of this one
         )
         for digest in frame.index
     }
