@@ -102,7 +102,8 @@ def test_the_refusal_names_model_loop_extra_first(tmp_path, monkeypatch):
 
 
 def test_a_version_3_calibration_loses_only_its_looped_evaluation_entries():
-    from lengen.estimate import FORMAT, upgraded
+    from lengen.estimate import FORMAT
+    from lengen.estimate_entries import upgraded
 
     entries = [[1e6, 0.5, 1.0]]
     machine = {

@@ -40,7 +40,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from lengen.estimate_entries import sound_entries, sound_entry
+from lengen.estimate_entries import sound_entries, sound_entry, upgraded
 
 #: observations kept per machine and kind (the newest): enough to span a project's sizes
 KEPT = 40
@@ -179,26 +179,6 @@ def train_step_flops(n_params: int, n_layers: int, d_model: int, batch: int, tok
     12 · layers · d_model · tokens² per sequence. A size measure for the calibration, which
     turns it into seconds: constant factors cancel."""
     return float(batch) * (6 * n_params * tokens + 12 * n_layers * d_model * tokens**2)
-
-
-def upgraded(data):
-    """A calibration file's contents in ``FORMAT``: version 3's entries as they were, but the
-    evaluation entries of looped mechanisms (``… · loops=…``, ``… · loop_rule=…``), measured
-    when their FLOPs counted one pass, which would now make those estimates many times too long
-    (the shipped confidence rule's evaluation: 275 passes). Anything else unchanged."""
-    if not isinstance(data, dict) or data.get("version") != 3:
-        return data
-    machines = data.get("machines")
-    if isinstance(machines, dict):
-        for machine in machines.values():
-            if isinstance(machine, dict):
-                for kind in [k for k in machine if k.startswith("eval ") and _looped_kind(k)]:
-                    del machine[kind]
-    return {**data, "version": FORMAT}
-
-
-def _looped_kind(kind: str) -> bool:
-    return any(part.startswith(("loops=", "loop_rule=")) for part in kind.split(" · ")[1:])
 
 
 def eval_flops(
