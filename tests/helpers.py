@@ -439,3 +439,31 @@ def toeplitz_scores(pe, length: int):
     k = torch.randn(head_dim, generator=generator).expand(1, 1, length, head_dim)
     rotated_q, rotated_k = rotate_with(pe, q, k, torch.arange(length))
     return qk_scores(rotated_q, rotated_k)[0, 0]  # (length, length)
+
+
+def start_run_timing(model, tmp_path, *, model_cfg: dict, samples: int, lengths: list[int]):
+    """``lengen.train.RunTiming.start`` of ``model`` on a stand-in trainer and data (training
+    length 8, 4 steps on the CPU): its estimate line and evaluation bound, without a run."""
+    from types import SimpleNamespace
+
+    import torch
+    from omegaconf import OmegaConf
+
+    from lengen.progress import StepTimer
+    from lengen.train import RunTiming
+
+    cfg = OmegaConf.create(
+        {
+            "model": model_cfg,
+            "eval": {"samples": samples, "decoding": "teacher_forced", "lengths": lengths},
+            "trainer": {"max_steps": 4, "criterion_target": None},
+        }
+    )
+    data = SimpleNamespace(train_len=8, batch_size=4, sequence_length=lambda n: 2 * n + 1)
+    trainer = SimpleNamespace(
+        strategy=SimpleNamespace(root_device=torch.device("cpu")),
+        world_size=1,
+        callbacks=[StepTimer()],
+    )
+    directory = SimpleNamespace(path=tmp_path / "run")
+    return RunTiming.start(cfg, model, data, cfg.eval.lengths, trainer, None, directory)

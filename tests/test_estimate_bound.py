@@ -68,32 +68,18 @@ def test_a_bound_that_is_no_number_of_hours_is_refused_by_the_pre_check(monkeypa
 
 
 def test_the_run_is_refused_before_training_once_its_estimate_is_made(tmp_path, monkeypatch):
-    from types import SimpleNamespace
-
     import torch
-    from omegaconf import OmegaConf
 
-    from lengen.progress import StepTimer
-    from lengen.train import RunTiming
+    from helpers import start_run_timing
 
     monkeypatch.setenv("LENGEN_CACHE_DIR", str(tmp_path))  # nothing measured: a rough estimate
-    cfg = OmegaConf.create(
-        {
-            "model": {"n_layers": 2, "d_model": 16},
-            "eval": {"samples": 1000, "decoding": "teacher_forced", "lengths": [8, 1_000_000]},
-            "trainer": {"max_steps": 4, "criterion_target": None},
-        }
-    )
-    data = SimpleNamespace(train_len=8, batch_size=4, sequence_length=lambda n: 2 * n + 1)
-    trainer = SimpleNamespace(
-        strategy=SimpleNamespace(root_device=torch.device("cpu")),
-        world_size=1,
-        callbacks=[StepTimer()],
-    )
-    directory = SimpleNamespace(path=tmp_path / "run")
     with pytest.raises(ConfigError, match=r"^eval.lengths: the evaluation is estimated at "):
-        RunTiming.start(
-            cfg, torch.nn.Linear(16, 16), data, cfg.eval.lengths, trainer, None, directory
+        start_run_timing(
+            torch.nn.Linear(16, 16),
+            tmp_path,
+            model_cfg={"n_layers": 2, "d_model": 16},
+            samples=1000,
+            lengths=[8, 1_000_000],
         )
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from helpers import start_run_timing
 from lengen.errors import ConfigError
 from lengen.estimate import eval_flops
 from lengen.estimate_bound import MAX_EVAL_HOURS_VARIABLE
@@ -39,24 +40,8 @@ def test_the_evaluation_flops_scale_with_the_passes():
 
 
 def start(model, tmp_path):
-    from lengen.progress import StepTimer
-    from lengen.train import RunTiming
-
-    cfg = OmegaConf.create(
-        {
-            "model": {"n_layers": 2, "d_model": 16, "loop_rule": "confidence"},
-            "eval": {"samples": 1, "decoding": "teacher_forced", "lengths": [8, 16]},
-            "trainer": {"max_steps": 4, "criterion_target": None},
-        }
-    )
-    data = SimpleNamespace(train_len=8, batch_size=4, sequence_length=lambda n: 2 * n + 1)
-    trainer = SimpleNamespace(
-        strategy=SimpleNamespace(root_device=torch.device("cpu")),
-        world_size=1,
-        callbacks=[StepTimer()],
-    )
-    directory = SimpleNamespace(path=tmp_path / "run")
-    return RunTiming.start(cfg, model, data, cfg.eval.lengths, trainer, None, directory)
+    model_cfg = {"n_layers": 2, "d_model": 16, "loop_rule": "confidence"}
+    return start_run_timing(model, tmp_path, model_cfg=model_cfg, samples=1, lengths=[8, 16])
 
 
 def test_a_confidence_loop_of_10_to_the_8_extra_counts_is_refused_before_training(
