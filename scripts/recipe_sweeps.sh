@@ -2,7 +2,8 @@
 # pilot_indirect_indexing_lr.sh): their multiruns, summaries and, with DRY=1, the commands and
 # the estimate instead of the runs.
 #   sweep <train.py -m arguments…>   runs `python train.py -m …` (a failure is kept in $status,
-#                                    the sweep's report lists it; the other multiruns go on);
+#                                    the sweep's report lists it; the other multiruns go on;
+#                                    a sweep stopped by SIGINT/SIGTERM, 130/143, stops the recipe);
 #                                    DRY=1: prints the command and keeps its jobs for the estimate
 #   summarize <sweep dir>            scripts/summarize_tasks.sh (the tables, verdict classes and
 #                                    figures); DRY=1: prints the command
@@ -30,6 +31,10 @@ sweep() {
         planned+=(-- "$@")
     else
         "$python" train.py -m "$@" || status=$?
+        if ((status == 130 || status == 143)); then  # stopped by a signal: the recipe stops too
+            echo "recipe: stopped (train.py exited $status); run the same command again to continue" >&2
+            exit "$status"
+        fi
     fi
 }
 summarize() {
