@@ -467,3 +467,19 @@ def start_run_timing(model, tmp_path, *, model_cfg: dict, samples: int, lengths:
     )
     directory = SimpleNamespace(path=tmp_path / "run")
     return RunTiming.start(cfg, model, data, cfg.eval.lengths, trainer, None, directory)
+
+
+def counting_rotations(monkeypatch) -> list[int]:
+    """Record how many positions each ``lengen.pe.liere.generator_rotations`` call forms
+    (LieRE's and ComRoPE's matrix exponentials)."""
+    import lengen.pe.liere as liere_module
+
+    calls: list[int] = []
+    real = liere_module.generator_rotations
+
+    def recording(coordinates, generators, *rest):
+        calls.append(coordinates.shape[0])
+        return real(coordinates, generators, *rest)
+
+    monkeypatch.setattr(liere_module, "generator_rotations", recording)
+    return calls

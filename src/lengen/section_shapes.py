@@ -24,6 +24,15 @@ def _kind(value) -> str:
     return "NaN" if isinstance(value, float) and math.isnan(value) else type(value).__name__
 
 
+def _length_entry_problem(here: str, length, entry) -> str | None:
+    """A section's per-length entry: its key a whole number, its value an object."""
+    if not str(length).isdigit():
+        return f"{here}: the length is no whole number"
+    if not isinstance(entry, dict):
+        return f"{here} is {_kind(entry)}, not an object"
+    return None
+
+
 def position_problem(section: dict) -> str | None:
     """``accuracy_by_answer_position`` -> the first part of the wrong kind, or None:
     protocols {protocol: {length: {bin_width: int >= 1, accuracy: [number | null]}}}."""
@@ -36,10 +45,8 @@ def position_problem(section: dict) -> str | None:
             return f"{where} is {_kind(by_length)}, not an object"
         for length, entry in by_length.items():
             here = f'{where}["{length}"]'
-            if not str(length).isdigit():
-                return f"{here}: the length is no whole number"
-            if not isinstance(entry, dict):
-                return f"{here} is {_kind(entry)}, not an object"
+            if problem := _length_entry_problem(here, length, entry):
+                return problem
             width = entry.get("bin_width")
             if not isinstance(width, int) or isinstance(width, bool) or width < 1:
                 return f"{here}.bin_width={width!r} is no whole number >= 1"
@@ -61,10 +68,8 @@ def attention_problem(section: dict) -> str | None:
         return f"buckets is {_kind(section['buckets'])}, not a list"
     for length, entry in lengths.items():
         here = f'lengths["{length}"]'
-        if not str(length).isdigit():
-            return f"{here}: the length is no whole number"
-        if not isinstance(entry, dict):
-            return f"{here} is {_kind(entry)}, not an object"
+        if problem := _length_entry_problem(here, length, entry):
+            return problem
         for key in ("tokens", "sink_rate"):  # tokens: always written; sink_rate: may be absent
             if not _number(entry.get(key)) or (key == "tokens" and entry.get(key) is None):
                 return f"{here}.{key} is {_kind(entry.get(key))}, not a number"

@@ -16,7 +16,7 @@ import torch
 from torch.testing import assert_close
 
 import lengen.pe.liere as liere_module
-from helpers import grid_cells
+from helpers import counting_rotations, grid_cells
 from lengen.pe.liere import (
     ROTATION_ELEMENTS,
     LieRE,
@@ -185,25 +185,12 @@ def test_fp32_powers_are_as_close_to_float64_as_one_exponential_per_position():
     assert grad_error <= 2 * reference_grad_error
 
 
-def counting_exponentials(monkeypatch) -> list[int]:
-    """Record how many positions each ``generator_rotations`` call forms."""
-    calls: list[int] = []
-    real = liere_module.generator_rotations
-
-    def recording(coordinates, generators, *rest):
-        calls.append(coordinates.shape[0])
-        return real(coordinates, generators, *rest)
-
-    monkeypatch.setattr(liere_module, "generator_rotations", recording)
-    return calls
-
-
 @pytest.mark.parametrize("queries", [slice(None), slice(30, None)], ids=["training", "cached"])
 def test_liere_on_a_sequence_forms_no_exponential_per_position(queries, monkeypatch):
     pe = LieRE(d_model=24, n_heads=2, train_positions=33)
     positions = torch.arange(33)
     q, k = torch.randn(2, 1, 2, 33, 12).unbind(0)
-    calls = counting_exponentials(monkeypatch)
+    calls = counting_rotations(monkeypatch)
     pe.rotate(q[:, :, queries], k, positions[queries], positions)
     assert max(calls) == 1  # the unit rotation and R(p₀), never one per position
 
@@ -272,7 +259,7 @@ def test_liere_decoding_one_token_forms_one_exponential(monkeypatch):
     # one query position: R(p₀) alone, no unit rotation and no powers beside it
     pe = LieRE(d_model=24, n_heads=2, train_positions=33)
     q = torch.randn(1, 2, 1, 12)
-    calls = counting_exponentials(monkeypatch)
+    calls = counting_rotations(monkeypatch)
     pe.rotate(q, q, torch.tensor([40]), torch.tensor([40]))
     assert calls == [1]
 

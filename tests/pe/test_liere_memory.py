@@ -11,7 +11,7 @@ import torch
 from torch.testing import assert_close
 
 import lengen.pe.liere as liere_module
-from helpers import grid_cells
+from helpers import counting_rotations, grid_cells
 from lengen.pe.comrope import ComRoPE
 from lengen.pe.liere import LieRE
 
@@ -37,19 +37,6 @@ def encodings():
 
 CASES = encodings()
 IDS = [case[0] for case in CASES]
-
-
-def counting(monkeypatch) -> list[int]:
-    """Record how many positions each ``generator_rotations`` call forms."""
-    calls: list[int] = []
-    real = liere_module.generator_rotations
-
-    def recording(coordinates, generators, *dtype):
-        calls.append(coordinates.shape[0])
-        return real(coordinates, generators, *dtype)
-
-    monkeypatch.setattr(liere_module, "generator_rotations", recording)
-    return calls
 
 
 def per_position(pe) -> int:
@@ -80,7 +67,7 @@ def test_blocked_rotation_equals_one_call(case, monkeypatch):
     _, pe, positions = case
     q, k = inputs(positions.shape[0])
     expected = one_call(pe, q, k, positions)
-    calls = counting(monkeypatch)
+    calls = counting_rotations(monkeypatch)
     pe.rotation_elements = small_budget(pe)
     got = pe.rotate(q, k, positions, positions)
     assert len(calls) > 2  # several blocks were used, not one
@@ -101,7 +88,7 @@ def test_blocked_rotation_has_the_gradients_of_one_call(case, monkeypatch):
         return torch.autograd.grad(loss, [q, k, *parameters])
 
     expected = gradients(1 << 30)
-    calls = counting(monkeypatch)
+    calls = counting_rotations(monkeypatch)
     got = gradients(small_budget(pe))
     assert len(calls) > 2  # several blocks were used, not one
     assert_close(got, expected)
@@ -114,7 +101,7 @@ def test_blocked_rotation_of_cached_queries_equals_one_call(monkeypatch):
     q, q_positions = q[:, :, -3:], positions[-3:]
     pe.rotation_elements = 1 << 30
     expected = pe.rotate(q, k, q_positions, positions)
-    calls = counting(monkeypatch)
+    calls = counting_rotations(monkeypatch)
     pe.rotation_elements = small_budget(pe)
     got = pe.rotate(q, k, q_positions, positions)
     assert len(calls) > 2
@@ -132,7 +119,7 @@ def test_no_call_forms_more_rotation_elements_than_the_budget(
     # the default budget at a long evaluation length: LieRE's 2 heads × 16² and ComRoPE's
     # 4 heads × 16 blocks × 2² per position make 1M elements in one call without blocking
     pe = cls(d_model=d_model, n_heads=heads, train_positions=33, causal=True)
-    calls = counting(monkeypatch)
+    calls = counting_rotations(monkeypatch)
     x = torch.zeros(1, heads, length, d_model // heads)
     positions = torch.arange(length)
     with torch.no_grad():
