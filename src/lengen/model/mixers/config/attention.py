@@ -12,3 +12,4 @@ from lengen.model.mixers.config.base import MixerConfig
 @dataclasses.dataclass(frozen=True)
 class AttentionConfig(MixerConfig):
     recurrent: ClassVar[bool] = False  # keys and values, in either direction
+    display_name: ClassVar[str] = "attention"  # a hybrid's legend: "3× GLA + attention"

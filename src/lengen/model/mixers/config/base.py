@@ -33,6 +33,11 @@ class MixerConfig(Config):
     prefix: ClassVar[str] = "model.mixer"
     #: it carries a state left to right (so it serves causal stacks only), instead of keys
     recurrent: ClassVar[bool] = True
+    #: how figures name it (``mixer_display``: a legend's "GLA · nope"); "": its yaml's name
+    display_name: ClassVar[str] = ""
+    #: boolean options a figure names by a word where they are on ({option: word}); other
+    #: options away from the yaml's defaults show as ``option=value``
+    display_flags: ClassVar[dict[str, str]] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,3 +193,29 @@ def mixer_label(plan: MixerPlan) -> str:
     shown = mixer_defaults(plan.name)
     changed = {k: v for k, v in plan.keywords.items() if shown.get(k, v) != v}
     return plan.name + (f"({', '.join(f'{k}={v}' for k, v in changed.items())})" if changed else "")
+
+
+def mixer_display(entry: str | dict, key: str = "model.mixer") -> str:
+    """A mixer entry (a name, or a mapping with key ``mixer`` and options) as figures name it:
+    its config's ``display_name``, then in brackets the options away from its yaml's defaults,
+    a flag's word where its config gives one: ``Gated DeltaNet (neg. eig.)``, ``GLA
+    (state_init=passing)``. Tables name it as written (``mixer_label``). ValueError for what
+    ``plan_entry`` refuses, and for a mixer named by its class (no yaml: no display name)."""
+    import json
+
+    name = entry if isinstance(entry, str) else entry.get("mixer")
+    if not isinstance(name, str) or "." in name:
+        raise ValueError(f"{key}: {name!r} has no display name (a mixer of configs/model/mixer)")
+    plan = plan_entry(entry, key)
+    config_class = mixer_config_class(plan.target)
+    defaults = mixer_defaults(plan.name)
+    shown = []
+    for setting, value in plan.keywords.items():
+        if defaults.get(setting, value) == value:
+            continue
+        if value is True and setting in config_class.display_flags:
+            shown.append(config_class.display_flags[setting])
+        else:
+            shown.append(f"{setting}={value if isinstance(value, str) else json.dumps(value)}")
+    label = config_class.display_name or plan.name
+    return label + (f" ({', '.join(shown)})" if shown else "")

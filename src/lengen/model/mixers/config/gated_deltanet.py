@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 from lengen.model.mixers.config.deltanet import DeltaNetConfig
 
 
 @dataclasses.dataclass(frozen=True)
 class GatedDeltaNetConfig(DeltaNetConfig):
-    pass
+    display_name: ClassVar[str] = "Gated DeltaNet"

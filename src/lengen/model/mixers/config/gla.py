@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 from lengen.model.mixers.config.base import LinearMixerConfig
 from lengen.model.mixers.config.state import RecurrentStateConfig
@@ -10,4 +11,4 @@ from lengen.model.mixers.config.state import RecurrentStateConfig
 
 @dataclasses.dataclass(frozen=True)
 class GatedLinearAttentionConfig(LinearMixerConfig, RecurrentStateConfig):
-    pass
+    display_name: ClassVar[str] = "GLA"

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 from lengen.model.mixers.config.state import RecurrentStateConfig
 
 
 @dataclasses.dataclass(frozen=True)
 class LSTMMixerConfig(RecurrentStateConfig):
-    pass
+    display_name: ClassVar[str] = "LSTM"
