@@ -274,8 +274,12 @@ class StackedModels:
             for grad in grads:
                 grad.clamp_(-value, value)
             return
-        norms = torch.stack([g.reshape(len(g), -1).norm(2, dim=1) for g in grads])  # (P, M)
-        total = torch.linalg.vector_norm(norms, 2, dim=0)  # (M,)
+        # each member's norms contiguous, as the solo run's stacked norms are: a reduction over
+        # a strided axis adds in another order (not bitwise the solo norm on an AMD EPYC, 2026-12-02)
+        norms = torch.stack(
+            [torch.linalg.vector_norm(g.reshape(len(g), -1), 2, dim=1) for g in grads]
+        )
+        total = torch.linalg.vector_norm(norms.t().contiguous(), 2, dim=1)  # (P, M) -> (M,)
         coefficient = torch.clamp(value / (total + 1e-6), max=1.0)  # (M,)
         for grad in grads:
             grad.mul_(coefficient.view(-1, *([1] * (grad.ndim - 1))).to(grad.dtype))
