@@ -1,6 +1,8 @@
 """scripts/aggregate.py's outputs through the command line: names that carry the metric and
 statistic (one folder holds every metric's tables), sweeps compared, a read-only folder, NaN
-values counted (issue #33 item 7, #34 item 11)."""
+values counted (issue #33 item 7, #34 item 11). The command line is called in this process
+(tests/script_fixture.py); a read-only folder's cases run the script in a process of its own,
+which sees the folder read-only."""
 
 from __future__ import annotations
 
@@ -12,16 +14,22 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT
+from lengen.aggregate.command import main
 from lengen.aggregate.report import output_name
+from script_fixture import call_main
 from sweep_fixture import make_sweep, read_only, write_run
 
 AGGREGATE = [sys.executable, str(ROOT / "scripts" / "aggregate.py")]
 
 
-def run(*arguments, command=None):
-    return subprocess.run(
-        command or [*AGGREGATE, *map(str, arguments)], capture_output=True, text=True, timeout=120
-    )
+@pytest.fixture
+def run(capsys):
+    """``aggregate.py arguments…`` in this process -> (returncode, stdout, stderr)."""
+    return lambda *arguments: call_main(main, arguments, capsys)
+
+
+def script(command: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -54,21 +62,21 @@ def test_output_names_carry_what_changes_their_content(name, tag, metric, statis
     assert output_name(name, tag, metric, statistic) == expected
 
 
-def test_metric_accuracy_leaves_the_exact_match_summary_alone(sweep):
+def test_metric_accuracy_leaves_the_exact_match_summary_alone(sweep, run):
     assert run(sweep).returncode == 0
     before = (sweep / "summary.csv").read_bytes()
     assert run(sweep, "--metric", "accuracy").returncode == 0
     assert (sweep / "summary.csv").read_bytes() == before
 
 
-def test_metric_accuracy_writes_its_own_summary(sweep):
+def test_metric_accuracy_writes_its_own_summary(sweep, run):
     assert run(sweep, "--metric", "accuracy").returncode == 0
     rows = read_csv(sweep / "summary.accuracy.csv")
     assert {row["metric"] for row in rows} == {"accuracy"}
     assert "Metric: `accuracy`" in (sweep / "summary.accuracy.md").read_text()
 
 
-def test_a_tag_named_like_a_metric_is_refused_with_nothing_written(sweep):
+def test_a_tag_named_like_a_metric_is_refused_with_nothing_written(sweep, run):
     before = files(sweep)
     done = run(sweep, "--tag", "accuracy")
     assert (done.returncode, done.stderr.count("\n")) == (2, 1)
@@ -85,7 +93,7 @@ def two_sweeps(tmp_path):
     return tmp_path
 
 
-def test_compared_sweeps_are_configurations_of_their_own(two_sweeps):
+def test_compared_sweeps_are_configurations_of_their_own(two_sweeps, run):
     out = two_sweeps / "compared"
     done = run(f"base={two_sweeps / 'a'}", f"yarn={two_sweeps / 'b'}", "--out", out,
                "--metric", "accuracy")  # fmt: skip
@@ -95,20 +103,20 @@ def test_compared_sweeps_are_configurations_of_their_own(two_sweeps):
     assert means == {"sweep=base": 0.5, "sweep=yarn": 0.9}
 
 
-def test_compared_sweeps_default_to_their_folder_names(two_sweeps):
+def test_compared_sweeps_default_to_their_folder_names(two_sweeps, run):
     out = two_sweeps / "compared"
     done = run(two_sweeps / "a", two_sweeps / "b", "--out", out)
     assert done.returncode == 0, done.stderr
     assert {row["settings"] for row in read_csv(out / "summary.csv")} == {"sweep=a", "sweep=b"}
 
 
-def test_compared_sweeps_leave_the_sweeps_untouched(two_sweeps):
+def test_compared_sweeps_leave_the_sweeps_untouched(two_sweeps, run):
     before = files(two_sweeps / "a")
     run(two_sweeps / "a", two_sweeps / "b", "--out", two_sweeps / "compared")
     assert files(two_sweeps / "a") == before
 
 
-def test_comparing_without_out_is_refused_with_nothing_written(two_sweeps):
+def test_comparing_without_out_is_refused_with_nothing_written(two_sweeps, run):
     before = files(two_sweeps)
     done = run(two_sweeps / "a", two_sweeps / "b")
     assert (done.returncode, done.stderr.strip()) == (
@@ -118,7 +126,7 @@ def test_comparing_without_out_is_refused_with_nothing_written(two_sweeps):
     assert files(two_sweeps) == before
 
 
-def test_two_sweeps_with_one_label_are_refused(two_sweeps):
+def test_two_sweeps_with_one_label_are_refused(two_sweeps, run):
     done = run(f"x={two_sweeps / 'a'}", f"x={two_sweeps / 'b'}", "--out", two_sweeps / "c")
     assert done.returncode == 2 and "share the label 'x'" in done.stderr
     assert not (two_sweeps / "c").exists()
@@ -126,14 +134,14 @@ def test_two_sweeps_with_one_label_are_refused(two_sweeps):
 
 # -- a folder that cannot be written -----------------------------------------------------------
 def test_a_read_only_folder_is_refused_in_one_line_naming_the_way_out(sweep):
-    done = run(command=read_only(sweep, [*AGGREGATE, str(sweep)]))
+    done = script(read_only(sweep, [*AGGREGATE, str(sweep)]))
     assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
     assert done.stderr.startswith(f"error: {sweep} is not writable")
     assert "--out DIR" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_read_only_folder_aggregates_into_out(sweep, tmp_path):
-    done = run(command=read_only(sweep, [*AGGREGATE, str(sweep), "--out", str(tmp_path / "o")]))
+    done = script(read_only(sweep, [*AGGREGATE, str(sweep), "--out", str(tmp_path / "o")]))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "o" / "summary.csv").is_file()
 
@@ -147,25 +155,25 @@ def nan_sweep(tmp_path) -> Path:
     return tmp_path / "s"
 
 
-def test_nan_values_are_counted_not_averaged(nan_sweep):
+def test_nan_values_are_counted_not_averaged(nan_sweep, run):
     assert run(nan_sweep, "--metric", "accuracy").returncode == 0
     (row,) = [r for r in read_csv(nan_sweep / "summary.accuracy.csv") if r["length"] == "8"]
     assert (row["n_seeds"], float(row["mean"]), row["n_nan"]) == ("2", pytest.approx(0.6), "1")
 
 
-def test_nan_values_are_reported_on_stderr(nan_sweep):
+def test_nan_values_are_reported_on_stderr(nan_sweep, run):
     done = run(nan_sweep, "--metric", "accuracy")
     assert "warning: 1 NaN value(s) of accuracy in 1 run(s)" in done.stderr
     assert "seed1" in done.stderr
 
 
-def test_nan_values_are_marked_in_summary_md(nan_sweep):
+def test_nan_values_are_marked_in_summary_md(nan_sweep, run):
     run(nan_sweep, "--metric", "accuracy")
     text = (nan_sweep / "summary.accuracy.md").read_text()
     assert "[1 NaN]" in text and "nan ±" not in text
 
 
-def test_a_nan_fails_the_length_generalisation_ratio(nan_sweep):
+def test_a_nan_fails_the_length_generalisation_ratio(nan_sweep, run):
     run(nan_sweep, "--metric", "accuracy", "--ratio-thresholds", "0.4")
     (row,) = read_csv(nan_sweep / "ratios.accuracy.csv")
     # seeds 0 and 2 keep 0.4 up to 8 (ρ 2); seed 1's NaN stops it at the training length (ρ 1)
