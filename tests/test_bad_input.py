@@ -1,12 +1,15 @@
 """The table of bad command lines: each stops in seconds, before training, with exit status 2 and
 one line naming the key and what is allowed, no traceback, and nothing written.
 
-All cases run through the real ``python train.py`` (a few at a time, since each waits mostly
-on imports), then each is checked on its own. The same refusals in-process, each through the
-``lengen.preflight`` entry that owns it: tests/test_preflight.py."""
+Every case runs train.py as ``python train.py`` does, then each is checked on its own: most
+in one fresh interpreter for many (``one_interpreter``: a refusal's checks take a fraction of the
+interpreter's start and imports), those of ``OWN_PROCESS`` each in a process of its own, as a
+user runs it. The same refusals in-process, each through the ``lengen.preflight`` entry that
+owns it: tests/test_preflight.py."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_train, yaml_choices
+from one_interpreter import Outcome, run_together
 
 # (command-line arguments, text the first line of stderr must hold: the key, and the allowed)
 CASES = [
@@ -67,28 +71,48 @@ CASES = [
 ]
 
 
-def train(arguments: str) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """-> (the finished process, what it left in its folder)."""
-    with tempfile.TemporaryDirectory() as folder:
-        result = run_train(
-            *arguments.split(),
-            f"hydra.run.dir={folder}/run",
-            f"hydra.sweep.dir={folder}/sweep",
-            timeout=120,
-            one_thread=True,
-        )
-        return result, sorted(path.name for path in Path(folder).iterdir())
+#: the cases that also run in a process of their own: a group, a sweep, a deletion, a Hydra
+#: flag, a launch (the rest share ``one_interpreter``'s)
+OWN_PROCESS = ("pe=ropee", "-m pe=rope,alibii", "~data.len", "--config-dir=configs data.len=-3",
+               "trainer=ddp data.batch_size=7")  # fmt: skip
+
+
+def command_line(arguments: str, folder: str) -> list[str]:
+    return [*arguments.split(), f"hydra.run.dir={folder}/run", f"hydra.sweep.dir={folder}/sweep"]
+
+
+def train_alone(arguments: str, folder: str) -> subprocess.CompletedProcess:
+    return run_train(*command_line(arguments, folder), timeout=120, one_thread=True)
+
+
+def train_together(cases: list[tuple[str, str]]) -> list[Outcome]:
+    """(arguments, folder) of each case, all in one interpreter."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    commands = [("train.py", command_line(arguments, folder)) for arguments, folder in cases]
+    return run_together(commands, env=env)
 
 
 @pytest.fixture(scope="module")
-def outcomes() -> dict[str, tuple[subprocess.CompletedProcess, list[str]]]:
-    arguments = [case for case, _ in CASES]
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(zip(arguments, pool.map(train, arguments), strict=True))
+def outcomes(tmp_path_factory) -> dict[str, tuple[Outcome | subprocess.CompletedProcess, list]]:
+    """arguments -> (how train.py ended, what it left in its folder)."""
+    root = tmp_path_factory.mktemp("bad-input")
+    folders = {case: tempfile.mkdtemp(dir=root) for case, _ in CASES}
+    shared = [(case, folders[case]) for case, _ in CASES if case not in OWN_PROCESS]
+    with ThreadPoolExecutor(max_workers=3) as pool:  # two interpreters of shared cases
+        halves = [pool.submit(train_together, shared[half::2]) for half in (0, 1)]
+        alone = {case: pool.submit(train_alone, case, folders[case]) for case in OWN_PROCESS}
+        ended = {case: future.result() for case, future in alone.items()}
+        for half, future in enumerate(halves):
+            ended |= dict(zip([case for case, _ in shared[half::2]], future.result(), strict=True))
+    return {
+        case: (ended[case], sorted(path.name for path in Path(folders[case]).iterdir()))
+        for case, _ in CASES
+    }
 
 
 def test_the_table_is_large_enough():
     assert len(CASES) >= 15 and len({case for case, _ in CASES}) == len(CASES)
+    assert set(OWN_PROCESS) < {case for case, _ in CASES}
 
 
 @pytest.mark.parametrize(("arguments", "expected"), CASES, ids=[case for case, _ in CASES])
