@@ -1,5 +1,6 @@
 """The saved size of every figure kind against docs/analysis.md's *Figure sizes*: each is drawn
-from small constructed inputs, saved at 200 dpi, and its PNG header read. Line figures and the
+from small constructed inputs, saved at 200 dpi as PNG only (the PDF beside it is
+tests/plots/test_run_figures.py's), and its PNG header read. Line figures and the
 heatmaps of one run are a page wide (``FIGURE_WIDTH``, 6.4 in, plus the saved margin); the
 PE × setup heatmap grows with its columns up to 12 in."""
 
@@ -13,11 +14,13 @@ import pytest
 from helpers import load_script
 from lengen.plots.attention import plot_attention_diagnostics
 from lengen.plots.common import FIGURE_WIDTH
+from lengen.plots.pe import plot_pe_analysis
 from lengen.plots.run import plot_extrapolation, plot_loss_by_position, plot_position_heatmap
 from sweep_fixture import write_run
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 DPI = 200
+PNG = ("png",)
 #: bbox_inches="tight" keeps a margin of up to 0.1 in a side around what was drawn
 PAGE_PX = round((FIGURE_WIDTH + 0.2) * DPI)
 
@@ -77,19 +80,29 @@ def attention_maps(out: Path):
     from lengen.plots.attention import plot_attention_maps, plot_grid_attention_maps
 
     weights = torch.softmax(torch.randn(1, 4, 32, 32), dim=-1)  # (B, H, T, T)
-    paths = plot_attention_maps([weights] * 2, ["0", "1"], 32, 8, out / "maps", train_tokens=17)
+    paths = plot_attention_maps(
+        [weights] * 2, ["0", "1"], 32, 8, out / "maps", formats=PNG, train_tokens=17
+    )
     cells = torch.softmax(torch.randn(1, 4, 16, 16), dim=-1)
     grid = grid_coordinates((4, 4))  # (16, 2)
-    return paths + plot_grid_attention_maps([cells], ["0"], grid, 4, 2, out / "grid_maps")
+    return paths + plot_grid_attention_maps(
+        [cells], ["0"], grid, 4, 2, out / "grid_maps", formats=PNG
+    )
 
 
 RUN_FIGURES = {
     "attention_maps": attention_maps,
-    "extrapolation": lambda out: plot_extrapolation(task_results(), out / "extrapolation.png"),
-    "loss_by_position": lambda out: plot_loss_by_position(loss_report(), out / "loss.png"),
-    "accuracy_by_position": lambda out: plot_position_heatmap(position_section(), out / "pos"),
+    "extrapolation": lambda out: plot_extrapolation(
+        task_results(), out / "extrapolation.png", formats=PNG
+    ),
+    "loss_by_position": lambda out: plot_loss_by_position(
+        loss_report(), out / "loss.png", formats=PNG
+    ),
+    "accuracy_by_position": lambda out: plot_position_heatmap(
+        position_section(), out / "pos", formats=PNG
+    ),
     "attention_diagnostics": lambda out: plot_attention_diagnostics(
-        diagnostics_section(), out / "diag"
+        diagnostics_section(), out / "diag", formats=PNG
     ),
 }
 
@@ -124,8 +137,8 @@ def test_the_sweep_heatmap_is_at_most_12_inches_wide(sweep_figures):
     assert sweep_figures["heatmap_exact_match.png"] <= round(12.2 * DPI)
 
 
-def test_the_pe_analysis_figures_are_a_page_wide(tmp_path, capsys):
-    main = load_script("plot").main
-    assert main(["pe-analysis", "--length", "32", "--dim", "16", "--out", str(tmp_path)]) == 0
+def test_the_pe_analysis_figures_are_a_page_wide(tmp_path):
+    # plot.py pe-analysis --length 32 --dim 16 draws these (tests/plots/test_pe.py runs it)
+    plot_pe_analysis(tmp_path, "all", length=32, dim=16, formats=PNG)
     widths = {path.name: png_width(path) for path in tmp_path.glob("*.png")}
     assert len(widths) >= 5 and max(widths.values()) <= PAGE_PX, widths

@@ -1,15 +1,15 @@
-"""Sweep figures: scripts/plot.py on a fake sweep (tests/sweep_fixture.py) writes every panel and
-the heatmap; the metric-vs-length panel draws the trivial baseline and the position-draw spread."""
+"""Sweep figures: scripts/plot.py (its main, in this process) on a fake sweep
+(tests/sweep_fixture.py) writes every panel and the heatmap; the metric-vs-length panel draws
+the trivial baseline and the position-draw spread."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, assert_pdf, assert_png
+from helpers import assert_pdf, assert_png, load_script
 from lengen.aggregate import aggregate
 from lengen.plots import plot_metric_vs_length
 from sweep_fixture import make_sweep, write_run
@@ -17,18 +17,13 @@ from sweep_fixture import make_sweep, write_run
 
 @pytest.fixture(scope="module")
 def plotted(tmp_path_factory) -> Path:
-    """The fake sweep with scripts/plot.py run on it (once for the module)."""
+    """The fake sweep with scripts/plot.py run on it (once for the module, in this process:
+    the figures, not the process, are tested here)."""
     sweep = make_sweep(tmp_path_factory.mktemp("plots") / "sweep")
     # a second task: the PE × task heatmap has two columns
     write_run(sweep, "alibi_reverse_seed0", accuracy={4: 0.9, 8: 0.4},
               overrides={"data.name": "reverse"})  # fmt: skip
-    completed = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "plot.py"), str(sweep)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert completed.returncode == 0, completed.stderr
+    assert load_script("plot").main([str(sweep)]) == 0
     return sweep
 
 
@@ -79,24 +74,28 @@ def test_sweep_figure_draws_the_position_draw_spread_as_error_bars(panel):
     assert (x_low, x_high, low, high) == pytest.approx((8, 8, 0.77, 0.83))
 
 
-def test_a_one_column_sweep_gets_its_heatmap(tmp_path):
-    # the common first sweep (one task, model, training length) is promised a heatmap too
-    sweep = make_sweep(tmp_path / "sweep")
-    plot = [sys.executable, str(ROOT / "scripts" / "plot.py"), str(sweep)]
-    subprocess.run(plot, check=True, capture_output=True, timeout=120)
-    assert_png(sweep / "heatmap_exact_match.png")
-
-
-def test_tagged_figures_are_named_by_their_tag_and_leave_the_runs_own_alone(tmp_path):
-    sweep = make_sweep(tmp_path / "sweep")
+@pytest.fixture(scope="module")
+def one_column(tmp_path_factory) -> Path:
+    """The fake sweep (one task, model, training length), one run re-evaluated under the tag
+    ``near``, with scripts/plot.py run on it untagged (once for the module)."""
+    sweep = make_sweep(tmp_path_factory.mktemp("one_column") / "sweep")
     extra = {"overrides": [], "tag": "near"}
     write_run(
         sweep, "alibi_seed0", accuracy={8: 0.4}, results_file="results.near.json", extra=extra
     )
-    plot = [sys.executable, str(ROOT / "scripts" / "plot.py"), str(sweep)]
-    subprocess.run(plot, check=True, capture_output=True, timeout=120)
+    assert load_script("plot").main([str(sweep)]) == 0
+    return sweep
+
+
+def test_a_one_column_sweep_gets_its_heatmap(one_column):
+    # the common first sweep (one task, model, training length) is promised a heatmap too
+    assert_png(one_column / "heatmap_exact_match.png")
+
+
+def test_tagged_figures_are_named_by_their_tag_and_leave_the_runs_own_alone(one_column, tmp_path):
+    sweep = shutil.copytree(one_column, tmp_path / "sweep")  # the module's copy stays as plotted
     own = sweep / "extrapolation_exact_match_copy_decoder_len4.png"
     before = own.read_bytes()
-    subprocess.run([*plot, "--tag", "near"], check=True, capture_output=True, timeout=120)
+    assert load_script("plot").main([str(sweep), "--tag", "near"]) == 0
     assert_png(sweep / "extrapolation_exact_match_copy_decoder_len4.near.png")
     assert own.read_bytes() == before

@@ -2,7 +2,8 @@
 renaming file, bounded sizes with the legend outside the axes, the seeds themselves with few
 seeds, CI bands inside [0, 1], lines at 0 apart, runs that did not learn drawn apart, the
 length-extension methods compared; and plot.py's refusals (a read-only folder, a bad --labels
-file) in one line."""
+file) in one line. plot.py and aggregate.py are called in this process
+(tests/script_fixture.py), but for the read-only folder: a process of its own sees it read-only."""
 
 from __future__ import annotations
 
@@ -13,19 +14,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import ROOT, assert_png
+from helpers import ROOT, assert_png, load_script
 from lengen.aggregate import aggregate
 from lengen.plots.names import line_names
 from lengen.plots.sweep import plot_metric_vs_length
+from script_fixture import call_main
 from sweep_fixture import read_only, write_run
 
 PLOT = [sys.executable, str(ROOT / "scripts" / "plot.py")]
 
 
-def plot(*arguments, command=None):
-    return subprocess.run(
-        command or [*PLOT, *map(str, arguments)], capture_output=True, text=True, timeout=180
-    )
+@pytest.fixture
+def plot(capsys):
+    """``plot.py arguments…`` in this process -> (returncode, stdout, stderr)."""
+    main = load_script("plot").main
+    return lambda *arguments: call_main(main, arguments, capsys)
 
 
 @pytest.fixture
@@ -92,7 +95,7 @@ def test_the_legend_sits_below_the_axes(mixed, close_figures):
     assert legend.y1 <= fig.axes[0].get_window_extent().y0
 
 
-def test_labels_file_renames_a_line_in_the_figures(tmp_path):
+def test_labels_file_renames_a_line_in_the_figures(tmp_path, plot):
     folder = mixed_sweep(tmp_path / "mixed")
     labels = tmp_path / "labels.yaml"
     labels.write_text("'rope [base=500, d_model=64]': RoPE 500 small\n")
@@ -102,14 +105,14 @@ def test_labels_file_renames_a_line_in_the_figures(tmp_path):
     assert_png(folder / "extrapolation_accuracy_copy_decoder_len4.png")
 
 
-def test_a_labels_name_that_matches_no_line_is_reported(tmp_path):
+def test_a_labels_name_that_matches_no_line_is_reported(tmp_path, plot):
     folder = mixed_sweep(tmp_path / "mixed")
     (labels := tmp_path / "labels.yaml").write_text("'rope [base=50]': RoPE 50\n")
     done = plot(folder, "--labels", labels)
     assert "warning: --labels: no line is named 'rope [base=50]'" in done.stderr
 
 
-def test_a_labels_file_that_is_not_a_mapping_is_refused_in_one_line(tmp_path):
+def test_a_labels_file_that_is_not_a_mapping_is_refused_in_one_line(tmp_path, plot):
     folder = mixed_sweep(tmp_path / "mixed")
     (labels := tmp_path / "labels.yaml").write_text("- a list\n")
     done = plot(folder, "--labels", labels)
@@ -212,15 +215,16 @@ def test_extension_rows_compare_the_methods_in_order(extended):
     assert at_eight == [("none", 0.2), ("PI ×4", 0.5), ("YaRN ×4", 0.9)]
 
 
-def test_aggregate_writes_the_extension_table(extended):
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "aggregate.py"), str(extended)],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+def test_aggregate_writes_the_extension_table(extended, capsys):
+    from lengen.aggregate import main
+
+    done = call_main(main, [extended], capsys)
     assert done.returncode == 0, done.stderr
     text = (extended / "extension.md").read_text()
     assert "| rope · YaRN ×4 | – | 2 |" in text and "alibi" not in text
 
 
-def test_plot_draws_the_extension_figure(extended):
+def test_plot_draws_the_extension_figure(extended, plot):
     assert plot(extended).returncode == 0
     assert_png(extended / "extension_exact_match_copy_decoder_len4.png")
 
@@ -228,7 +232,8 @@ def test_plot_draws_the_extension_figure(extended):
 # -- a read-only folder ------------------------------------------------------------------------
 def test_a_read_only_folder_is_refused_in_one_line_naming_the_way_out(tmp_path):
     folder = mixed_sweep(tmp_path / "mixed")
-    done = plot(command=read_only(folder, [*PLOT, str(folder)]))
+    done = subprocess.run(read_only(folder, [*PLOT, str(folder)]), capture_output=True, text=True,
+                          timeout=180)  # fmt: skip
     assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
     assert done.stderr.startswith(f"error: {folder} is not writable")
     assert "--out DIR" in done.stderr
