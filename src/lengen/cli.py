@@ -46,7 +46,7 @@ from lengen.errors import (
 from lengen.preflight import check_launch, remove_refused_run
 from lengen.process import received_signal
 from lengen.rundir import RunDirectory
-from lengen.rundir.sweep_stop import mark_stopped, stopped_by
+from lengen.rundir.sweep_stop import mark_stopped, remove_unstarted, stopped_by
 
 #: errors that are the user's to fix, printed as one line, and their exit statuses
 EXIT_STATUS = {
@@ -82,6 +82,7 @@ def train_main(cfg: DictConfig) -> str:
     # one this process received between runs (kept, so the runs after this one see it too)
     if sweeping and not cluster and (signum := stopped_by(hydra.sweep.dir) or received_signal()):
         mark_stopped(hydra.sweep.dir, signum)
+        remove_unstarted(hydra.sweep.dir, hydra.runtime.output_dir)  # Hydra's folder, its log
         return f"not started: the sweep was stopped by {signal.Signals(signum).name}"
     if (members := pack_members(hydra)) is not None:  # one job, several runs (docs/scaling.md)
         return train_pack_main(cfg, hydra, members)

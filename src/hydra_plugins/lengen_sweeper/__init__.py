@@ -53,7 +53,12 @@ class LengenSweeper(BasicSweeper):
         """The basic sweeper's sweep over the jobs that are not skipped, plan first."""
         from lengen.cli import SweepReport
         from lengen.preflight import checked_jobs, skip_invalid
-        from lengen.rundir.sweep_stop import ForwardSignals, stopped_by, workers_keep_signals
+        from lengen.rundir.sweep_stop import (
+            ForwardSignals,
+            remember_folders,
+            stopped_by,
+            workers_keep_signals,
+        )
         from lengen.sweep_estimate import total_line
         from lengen.sweep_packs import pack_size, plan_line, plan_packs
 
@@ -80,6 +85,7 @@ class LengenSweeper(BasicSweeper):
         SweepReport.write_plan(
             sweep_dir, runs=runs, workers=workers, skipped=skipped, jobs=sizes, estimates=estimates
         )
+        remember_folders(sweep_dir)  # a stopped sweep's jobs that never start remove only theirs
         at_once = f", {workers} at a time" if workers > 1 else ", one after another"
         lines = [f"sweep: {plan_line(runs, sizes)}{at_once}, into {sweep_dir}"]
         if skipped:

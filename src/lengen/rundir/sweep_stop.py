@@ -12,7 +12,9 @@ and the sweep exited 0 (issue #51, SN21). So:
   one that sees it) and returns ``interrupted: …`` for its record instead of exiting, so the
   other workers are not torn down mid-checkpoint;
 * a job that starts in a stopped sweep does not train (``not started: …``), the sweeper
-  launches nothing more, and the report lists both and exits 128 + the signal.
+  launches nothing more, and the report lists both and exits 128 + the signal. Hydra made
+  that job's folder and its empty train.log before the job could look: the job removes them
+  (``remove_unstarted``), only a folder the sweep's launch did not find (``remember_folders``).
 
 SLURM jobs are their own processes on other machines, stopped by SLURM (the submitit
 launcher's waiting ends on the signal, ``hydra_plugins.lengen_submitit_launcher``).
@@ -32,6 +34,8 @@ from lengen.atomic import atomic_write
 #: beside the jobs' records (``lengen.cli.SweepReport.RECORDS``)
 RECORDS = ".jobs"
 STOP_MARK = "stopped.json"
+#: the folders the sweep folder held before its jobs were launched (``remember_folders``)
+FOLDERS_BEFORE = "folders_before.json"
 #: the signals that stop a sweep, as they stop a run (``lengen.process``; SIGINT: Ctrl-C)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
@@ -51,6 +55,40 @@ def stopped_by(sweep_dir: str | Path) -> int:
     except (OSError, ValueError, AttributeError):
         return 0
     return value if isinstance(value, int) and value > 0 else 0
+
+
+def remember_folders(sweep_dir: str | Path) -> None:
+    """Note the folders ``sweep_dir`` holds before the sweep launches its jobs (an earlier
+    sweep's runs): a job that does not start removes its folder only where it is not one of
+    them (``remove_unstarted``)."""
+    sweep_dir = Path(sweep_dir)
+    names = sorted(path.name for path in sweep_dir.iterdir() if path.is_dir())
+    (sweep_dir / RECORDS).mkdir(parents=True, exist_ok=True)
+    atomic_write(sweep_dir / RECORDS / FOLDERS_BEFORE, json.dumps({"folders": names}) + "\n")
+
+
+def remove_unstarted(sweep_dir: str | Path, run_dir: str | Path) -> None:
+    """Remove the folder Hydra made for a job that will not start (its sweep was stopped):
+    ``run_dir`` and its empty parents up to the sweep folder, only where the folder under the
+    sweep folder is not one that ``remember_folders`` found there (nothing is removed without
+    its note) and ``run_dir`` holds nothing but Hydra's empty train.log."""
+    sweep_dir, run_dir = Path(sweep_dir).absolute(), Path(run_dir).absolute()
+    try:
+        before = json.loads((sweep_dir / RECORDS / FOLDERS_BEFORE).read_text())["folders"]
+        top = sweep_dir / run_dir.relative_to(sweep_dir).parts[0]
+        entries = list(run_dir.iterdir())
+    except (OSError, ValueError, IndexError, KeyError, TypeError):  # no note or no folder
+        return
+    log = run_dir / "train.log"
+    if not isinstance(before, list) or top.name in before or entries != [log]:
+        return
+    with contextlib.suppress(OSError):
+        if log.is_file() and not log.is_symlink() and log.stat().st_size == 0:
+            log.unlink()
+            for folder in (run_dir, *run_dir.parents):
+                if folder == sweep_dir:
+                    break
+                folder.rmdir()  # OSError once a folder holds something: kept with it
 
 
 def running_jobs(sweep_dir: str | Path) -> dict[str, int]:
