@@ -116,25 +116,27 @@ def test_each_is_silent_when_off(capsys):
     assert capsys.readouterr() == ("", "")
 
 
-FAST = ("debug=fast", "data.len=4", "eval.factors=[1]", "logger=none")
-
-
 @pytest.fixture(scope="module")
-def redirected_run(tmp_path_factory):
-    """A run with its output in a pipe (as in a SLURM log), progress asked for."""
+def redirected_run(tmp_path_factory, single_thread, unsaved_run_figures):
+    """A run whose stdout and stderr are no terminal (files, as a SLURM log), progress asked
+    for -> what it printed (.stdout, .stderr). In this process: progress_mode reads the
+    streams, not the process (``python train.py`` itself: the refusal test below)."""
+    import contextlib
+
     # debug=fast turns progress off: true asks for it back; 40 steps -> a line every 2. The
-    # attention diagnostics print nothing (lengen.evaluation): their figures only cost time
-    done = run_train(
-        *FAST,
+    # attention diagnostics print nothing (lengen.evaluation), nor do the figures (unsaved)
+    cfg = compose_train(
+        "data.len=4",
+        "logger=none",
         "trainer.enable_progress_bar=true",
         "trainer.max_steps=40",
         "eval.factors=[1,2]",
         "eval.diagnostics=false",
-        f"hydra.run.dir={tmp_path_factory.mktemp('progress') / 'run'}",
-        one_thread=True,
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        run(cfg, run_dir=tmp_path_factory.mktemp("progress") / "run")
+    return SimpleNamespace(stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_a_redirected_run_logs_lines_every_n_steps(redirected_run):
