@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -122,11 +123,6 @@ def stop(process: subprocess.Popen, sweep_dir: Path) -> None:
     process.communicate()
 
 
-def sweep(sweep_dir: Path, *overrides: str, during=None) -> subprocess.CompletedProcess:
-    """``train.py -m`` through SLURM, waited for; ``during(sweep_dir)`` runs while it waits."""
-    return finish(submit(sweep_dir, *overrides), sweep_dir, during)
-
-
 def results(run_dir: Path) -> dict:
     return json.loads((run_dir / "results.json").read_text())
 
@@ -154,41 +150,47 @@ UNREQUEUED = [
 ]
 
 
+#: one run over two SLURM tasks
+DDP = ["hydra.launcher.tasks_per_node=2", "trainer=ddp", "trainer.accelerator=cpu"]
+
+
 @pytest.fixture(scope="module")
-def two_sweeps(slurm, tmp_path_factory):
-    """The interrupted sweep and the unrequeued one (below), run at once: the unrequeued one's
-    job mostly waits for SLURM's own warning (up to 90 s on one CPU), which one after the other
-    added to the suite's time. The interrupted sweep's two runs start first, one on each of the
-    node's two CPUs (the unrequeued job submitted first held one, and run 1 then waited for run
-    0's preemption before it could start); the unrequeued job takes the CPU run 0's preemption
-    frees, and waits there while runs 1 and 0 go on on the other. {name: (sweep_dir, result)}."""
+def sweeps(slurm, tmp_path_factory):
+    """The interrupted sweep, the unrequeued one and the DDP one (below), run at once: their
+    jobs mostly wait (for a checkpoint, a requeued job's start, SLURM's own warning: up to 90 s),
+    which one sweep after the other added to the suite's time. scripts/slurm/start.sh lets jobs
+    share the node's CPUs (OverSubscribe), so no job queues for another's CPU; on a SLURM
+    without it they queue, and the sweeps still finish. {name: (sweep_dir, result)}."""
     root = tmp_path_factory.mktemp("slurm")
-    bound_dir, sweep_dir = root / "bound", root / "sweep"
     subdir = "hydra.sweep.subdir=${hydra.job.num}"
-    interrupted = submit(sweep_dir, *LONG, "eval.plot_dpi=50,60", subdir)
-    bound = None
-    try:
-        started = lambda: len(list(sweep_dir.glob("*/.slurm_job"))) == 2  # noqa: E731
-        wait_for(started, "both runs of the interrupted sweep to start")
-        bound = submit(bound_dir, *UNREQUEUED)
-        interrupted = finish(interrupted, sweep_dir, during=preempt_then_warn)
-    except BaseException:
-        if isinstance(interrupted, subprocess.Popen) and interrupted.poll() is None:
-            stop(interrupted, sweep_dir)
-        if bound is not None:
-            stop(bound, bound_dir)
-        raise
-    return {
-        "interrupted": (sweep_dir, interrupted),
-        "unrequeued": (bound_dir, finish(bound, bound_dir)),
+    plan = {  # name: (overrides, what runs while it waits)
+        "interrupted": ([*LONG, "eval.plot_dpi=50,60", subdir], preempt_then_warn),
+        "unrequeued": (UNREQUEUED, None),
+        "ddp": ([*DDP, *LONG], warn_at_first_checkpoint),
     }
+    started = {}
+    try:
+        for name, (overrides, _) in plan.items():
+            started[name] = submit(root / name, *overrides)
+        # a thread per sweep: each waits for its own jobs (finish stops a sweep that failed)
+        with ThreadPoolExecutor(len(plan)) as pool:
+            waits = {
+                name: pool.submit(finish, started[name], root / name, during)
+                for name, (_, during) in plan.items()
+            }
+            return {name: (root / name, wait.result()) for name, wait in waits.items()}
+    except BaseException:
+        for name, process in started.items():
+            if process.poll() is None:
+                stop(process, root / name)
+        raise
 
 
 @pytest.fixture(scope="module")
-def interrupted_sweep(two_sweeps):
+def interrupted_sweep(sweeps):
     """Two runs of one config and seed (they differ in eval.plot_dpi, which changes no number,
     each in its own directory): run 0 interrupted twice, run 1 not."""
-    return two_sweeps["interrupted"]
+    return sweeps["interrupted"]
 
 
 def test_a_slurm_sweep_finishes_every_run(interrupted_sweep):
@@ -227,9 +229,9 @@ def test_jobs_ask_slurm_for_the_time_limit_warning(interrupted_sweep):
 
 # -- SLURM's own time-limit warning, and the bound on requeueing -------------------------------
 @pytest.fixture(scope="module")
-def unrequeued_sweep(two_sweeps):
+def unrequeued_sweep(sweeps):
     """One run warned by SLURM's own time-limit warning past its requeue bound (UNREQUEUED)."""
-    return two_sweeps["unrequeued"]
+    return sweeps["unrequeued"]
 
 
 def test_a_job_past_its_requeue_bound_is_not_requeued(unrequeued_sweep):
@@ -249,12 +251,10 @@ def test_a_run_left_interrupted_fails_the_sweep_and_is_named(unrequeued_sweep):
 
 # -- DDP over two SLURM tasks ----------------------------------------------------------------
 @pytest.fixture(scope="module")
-def ddp_sweep(slurm, tmp_path_factory):
+def ddp_sweep(sweeps):
     """One run over two SLURM tasks, warned of its time limit at its first checkpoint: both
     ranks stop at one step, rank 0 requeues the job, both continue."""
-    sweep_dir = tmp_path_factory.mktemp("slurm") / "ddp"
-    ddp = ["hydra.launcher.tasks_per_node=2", "trainer=ddp", "trainer.accelerator=cpu"]
-    return sweep_dir, sweep(sweep_dir, *ddp, *LONG, during=warn_at_first_checkpoint)
+    return sweeps["ddp"]
 
 
 def warn_at_first_checkpoint(sweep_dir: Path) -> None:
