@@ -129,6 +129,8 @@ def _mixer_label(entries: list) -> str | None:
     mixer's own config says its name), a layer list run-length encoded (``3× Gated DeltaNet
     (neg. eig.) + attention``); "" for no mixer settings, None where an entry has no display
     name (not a mixer of configs/model/mixer, or options it lacks)."""
+    from itertools import groupby
+
     from lengen.model.mixers.config.base import mixer_display
 
     labels = []
@@ -139,12 +141,7 @@ def _mixer_label(entries: list) -> str | None:
             labels.append(mixer_display(entry, f"model.mixers.{index}"))
         except ValueError:
             return None
-    runs: list[list] = []  # [label, count] of consecutive equal layers
-    for label in labels:
-        if runs and runs[-1][0] == label:
-            runs[-1][1] += 1
-        else:
-            runs.append([label, 1])
+    runs = [(label, len(list(layers))) for label, layers in groupby(labels)]  # equal neighbours
     return " + ".join(label if count == 1 else f"{count}× {label}" for label, count in runs)
 
 
