@@ -141,15 +141,17 @@ def test_a_run_started_again_over_an_attempts_logs_gets_no_lightning_warning(
     import shutil
     import warnings
 
-    from helpers import compose_train
+    from helpers import compose_train, unsaved_figures
     from lengen.train import run
 
-    fast = ("eval.lengths=[8]", "trainer.max_steps=2", "trainer.checkpoint_every_n_steps=null")
-    run(compose_train(*fast), run_dir=tmp_path)
+    fast = ("eval.lengths=[8]", "trainer.max_steps=2", "trainer.checkpoint_every_n_steps=null",
+            "model.n_layers=1", "model.d_model=16", "model.d_ff=32")  # fmt: skip
+    with unsaved_figures():  # the logs are tested, not the figures
+        run(compose_train(*fast), run_dir=tmp_path)
     # what an attempt stopped before its first checkpoint leaves: config.yaml and logs/
     (tmp_path / "results.json").unlink()
     shutil.rmtree(tmp_path / "checkpoints", ignore_errors=True)
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, unsaved_figures():
         warnings.simplefilter("always")
         results = run(compose_train(*fast, "resume=auto"), run_dir=tmp_path)
     assert results["eval"] and not results["resumed"]

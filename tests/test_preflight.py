@@ -219,7 +219,8 @@ def test_a_train_py_process_validates_its_config_once(tmp_path):
         "    return original(cls, *args, **kwargs)\n"
         "OptimConfig.from_keys = classmethod(counted)\n"
         "sys.argv = ['train.py', 'debug=fast', 'data.len=4', 'eval.factors=[1]', 'logger=none',\n"
-        f"            'hydra.run.dir={tmp_path / 'run'}']\n"
+        "            'model.n_layers=1', 'model.d_model=16', 'eval.diagnostics=false',\n"
+        f"            'eval.plot_dpi=20', 'hydra.run.dir={tmp_path / 'run'}']\n"
         "runpy.run_path(str(ROOT / 'train.py'), run_name='__main__')\n"
         "print(len(calls))"
     )

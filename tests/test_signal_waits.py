@@ -50,7 +50,7 @@ def train():
 
 def test_a_start_up_no_other_rank_joins_ends_at_its_deadline(tmp_path, train):
     run_dir = tmp_path / "run"
-    process = train(run_dir, torchrun_variables(LENGEN_START_TIMEOUT="2"))
+    process = train(run_dir, torchrun_variables(LENGEN_START_TIMEOUT="1"))
     _, err = process.communicate(timeout=120)
     lines = err.strip().splitlines()
     assert process.returncode == 2 and len(lines) == 1

@@ -233,6 +233,9 @@ def test_a_short_run_from_the_command_line(tmp_path):
         *RUNS["coupled-learned-decoder"],
         "debug=fast",
         "eval.diagnostics=false",
+        "model.n_layers=1",
+        "model.d_model=16",
+        "eval.plot_dpi=20",  # the run's command line is tested, not its figures
         f"hydra.run.dir={tmp_path}",
     )
     assert done.returncode == 0, done.stderr[-3000:]

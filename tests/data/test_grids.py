@@ -450,9 +450,11 @@ def test_eval_py_extends_a_finished_grid_run_with_rope_scaling_per_axis(tmp_path
     cfg = compose_train(
         "data=grid_locate", "model=encoder", "pe=rope", *TINY, "data.len=4", "eval.factors=[1,2]"
     )
-    run(cfg, run_dir=tmp_path)
-    before = (tmp_path / "results.json").read_bytes()
-    scaled = evaluate_run([f"run={tmp_path}", "pe.scaling=ntk", "pe.scaling_factor=2", "tag=ntk"])
+    with unsaved_figures():  # its rows, not its figures (tests/plots draw a grid run's)
+        run(cfg, run_dir=tmp_path)
+        before = (tmp_path / "results.json").read_bytes()
+        arguments = [f"run={tmp_path}", "pe.scaling=ntk", "pe.scaling_factor=2", "tag=ntk"]
+        scaled = evaluate_run(arguments)
     assert (tmp_path / "results.json").read_bytes() == before
     assert json.loads((tmp_path / "results.ntk.json").read_text()) == scaled
     assert scaled["pe_info"]["scaling"] == "ntk"
