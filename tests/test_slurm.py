@@ -156,17 +156,22 @@ DDP = ["hydra.launcher.tasks_per_node=2", "trainer=ddp", "trainer.accelerator=cp
 
 @pytest.fixture(scope="module")
 def sweeps(slurm, tmp_path_factory):
-    """The interrupted sweep, the unrequeued one and the DDP one (below), run at once: their
-    jobs mostly wait (for a checkpoint, a requeued job's start, SLURM's own warning: up to 90 s),
-    which one sweep after the other added to the suite's time. scripts/slurm/start.sh lets jobs
-    share the node's CPUs (OverSubscribe), so no job queues for another's CPU; on a SLURM
-    without it they queue, and the sweeps still finish. {name: (sweep_dir, result)}."""
+    """The interrupted sweep, the unrequeued one, the DDP one and the stopped one (below), run at
+    once: their jobs mostly wait (for a checkpoint, a requeued job's start, SLURM's own warning:
+    up to 90 s), which one sweep after the other added to the suite's time.
+    scripts/slurm/start.sh lets jobs share the node's CPUs (OverSubscribe), so no job queues for
+    another's CPU; on a SLURM without it they queue, and the sweeps still finish.
+    {name: (sweep_dir, result)}."""
     root = tmp_path_factory.mktemp("slurm")
     subdir = "hydra.sweep.subdir=${hydra.job.num}"
     plan = {  # name: (overrides, what runs while it waits)
         "interrupted": ([*LONG, "eval.plot_dpi=50,60", subdir], preempt_then_warn),
         "unrequeued": (UNREQUEUED, None),
         "ddp": ([*DDP, *LONG], warn_at_first_checkpoint),
+        "stopped": (
+            ["trainer.max_steps=100000"],
+            lambda d: stop_once_started(started["stopped"], d),
+        ),
     }
     started = {}
     try:
@@ -276,22 +281,29 @@ def test_a_ddp_run_continues_after_its_time_limit(ddp_sweep):
 
 
 # -- the sweep's own process ---------------------------------------------------------------------
-def test_a_signal_stops_the_sweeps_waiting_not_its_jobs(slurm, tmp_path):
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "train.py"), "-m", *SLURM, *TINY, "trainer.max_steps=100000",
-         f"hydra.sweep.dir={tmp_path}"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-    )  # fmt: skip
+@pytest.fixture(scope="module")
+def stopped_sweep(sweeps):
+    """A sweep whose own process got SIGTERM once its one job ran (``stop_once_started``)."""
+    return sweeps["stopped"]
+
+
+def stop_once_started(process: subprocess.Popen, sweep_dir: Path) -> None:
+    """SIGTERM to the sweep's own process once its job runs; what squeue then says of the job
+    goes to ``squeue.txt`` in the sweep folder, and the job is cancelled."""
     try:
-        wait_for(lambda: list(tmp_path.glob("copy_*/.slurm_job")), "the job to start")
+        wait_for(lambda: list(sweep_dir.glob("copy_*/.slurm_job")), "the job to start")
         process.terminate()
-        _, stderr = process.communicate(timeout=60)
-        [run] = list(tmp_path.glob("copy_*"))
+        process.wait(timeout=60)
+        [run] = list(sweep_dir.glob("copy_*"))
         running = subprocess.run(["squeue", "-h", "-j", slurm_job(run)], capture_output=True)
+        (sweep_dir / "squeue.txt").write_bytes(running.stdout)
     finally:
-        for record in tmp_path.glob("copy_*/.slurm_job"):
+        for record in sweep_dir.glob("copy_*/.slurm_job"):
             subprocess.run(["scancel", slurm_job(record.parent)], check=False)
-        process.kill()
-    assert process.returncode == 143
-    assert "sweep: stopped waiting (SIGTERM); its SLURM jobs go on" in stderr
-    assert running.stdout.strip()  # the job itself was left alone
+
+
+def test_a_signal_stops_the_sweeps_waiting_not_its_jobs(stopped_sweep):
+    sweep_dir, result = stopped_sweep
+    assert result.returncode == 143
+    assert "sweep: stopped waiting (SIGTERM); its SLURM jobs go on" in result.stderr
+    assert (sweep_dir / "squeue.txt").read_text().strip()  # the job itself was left alone
