@@ -52,10 +52,15 @@ def test_compiled_run_trains_through_the_compiled_forward_and_evaluates(tmp_path
     monkeypatch.setattr(lit.torch, "compile", counting_compile)
     cfg = compose_train(
         "model.compile=true",
+        # one layer, two heads: a smaller graph to trace, lower and compile (forward, backward)
         "model.d_model=16",
+        "model.n_layers=1",
+        "model.n_heads=2",
         "model.d_ff=32",
         "trainer.max_steps=6",
         "data.curriculum=fixed",  # one training shape: one compile, not one per length
+        "eval.factors=[1,2]",  # evaluation is eager: two lengths show it ran
+        "eval.diagnostics=false",
     )
     results = run(cfg, run_dir=tmp_path / "run")
     assert len(compiled_calls) == 6  # every training step
