@@ -39,7 +39,9 @@ def test_wandb_offline_from_the_command_line_is_syncable(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     home.mkdir()
     cwd.mkdir()
-    done = run_train("logger=wandb", "debug=fast", f"hydra.run.dir={run_dir}", cwd=cwd)
+    # one evaluation length, no attention diagnostics: the test is about wandb's files
+    tiny_eval = ["eval.factors=[1]", "eval.diagnostics=false"]
+    done = run_train("logger=wandb", "debug=fast", *tiny_eval, f"hydra.run.dir={run_dir}", cwd=cwd)
     assert done.returncode == 0, done.stderr[-3000:]
 
     files = _run_files(run_dir)
@@ -61,9 +63,10 @@ def test_each_run_of_a_sweep_process_ends_its_own_wandb_run(tmp_path, monkeypatc
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("WANDB_MODE", "offline")  # whatever a test before left in this process
     for name in ("first", "second"):
-        run(
-            compose_train("logger=wandb", "data.len=4", "eval.factors=[1]"), run_dir=tmp_path / name
+        cfg = compose_train(
+            "logger=wandb", "data.len=4", "eval.factors=[1]", "eval.diagnostics=false"
         )
+        run(cfg, run_dir=tmp_path / name)
         files = _run_files(tmp_path / name)
         assert len(files) == 1 and files[0].stat().st_size > 0, name
         assert not (tmp_path / name / ".wandb").exists()

@@ -15,7 +15,9 @@ TINY = ["model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.d_ff=3
 
 def test_each_member_threads_setting_reaches_its_pack_and_is_recorded(tmp_path):
     path = tmp_path / "pack.json"
-    arguments = ["--members", "2", "--steps", "2", "--repeats", "1", "--threads", "1"]
+    # one solo run: the solo process loops over its runs the same way for one as for two
+    arguments = ["--members", "2", "--solo-runs", "1", "--steps", "2", "--repeats", "1"]
+    arguments += ["--threads", "1"]
     arguments += ["--member-threads", "1,2", *(f"--set={o}" for o in TINY), "--json", str(path)]
     load_script("bench_pack").main(arguments)
     written = json.loads(path.read_text())
