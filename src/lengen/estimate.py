@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 from collections.abc import Callable
 from pathlib import Path
 
+from lengen.estimate_curve import beside, interpolate
 from lengen.estimate_entries import sound_entries, sound_entry, upgraded
 
 #: observations kept per machine and kind (the newest): enough to span a project's sizes
@@ -214,38 +214,6 @@ def machine_key(device: str, world_size: int = 1) -> str:
     return f"{device} · {name}" + (f" · {world_size} processes" if world_size > 1 else "")
 
 
-def interpolate(observations: list, flops: float) -> float | None:
-    """Seconds at ``flops`` from measured (flops, seconds, …) entries: the fastest of those
-    within 10% (scaled to ``flops``): what the machine does when nothing else runs, since runs
-    timed beside other work (a test suite, a parallel sweep) measure that work too, many times
-    over, and a median of such times once said 7m41s for a run that took 20 s; else between the
-    two nearest around it, linear in log-log; above every one, the largest's time plus the FLOPs
-    beyond it at the fastest rate measured (scaling the largest would multiply whatever slowed
-    it, load or overheads, by the size ratio); below every one, the smallest's time (a floor:
-    small sizes are bound by overheads, not FLOPs). None without observations."""
-    fastest: dict[float, float] = {}  # each size measured: its fastest time (see above)
-    for f, s, *_ in observations:
-        if f > 0 and s > 0:
-            fastest[float(f)] = min(float(s), fastest.get(float(f), math.inf))
-    pairs = sorted(fastest.items())
-    if not pairs or flops <= 0:
-        return None
-    near = [s * flops / f for f, s in pairs if abs(f / flops - 1) <= 0.1]
-    if near:
-        return min(near)
-    below = [p for p in pairs if p[0] < flops]
-    above = [p for p in pairs if p[0] > flops]
-    if below and above:
-        (f0, s0), (f1, s1) = below[-1], above[0]
-        weight = math.log(flops / f0) / math.log(f1 / f0)
-        return math.exp(math.log(s0) + weight * (math.log(s1) - math.log(s0)))
-    if below:
-        f0, s0 = below[-1]
-        rate = max(f / s for f, s in pairs)  # FLOPs a second
-        return s0 + (flops - f0) / rate
-    return above[0][1]
-
-
 class Estimate:
     """A run's expected wall time from the machine's calibration file (the module docstring
     says how). ``record`` adds what a finished run measured. ``mechanism``: the run's
@@ -303,13 +271,16 @@ class Estimate:
         ``start``, ``total``; ``guessed`` (the parts not measured here) and ``own`` (those read
         from this mechanism's entries). Arguments as ``line``'s."""
         view, own = self._view()
+        flops_only = {k: v for k, v in self.calibration.items() if " · " not in k}
         if members > 1:
             step = pack_step(view, step_flops, members)
             step_kind = "train pack" if view.get("train pack") else "train"
         else:
-            step, step_kind = interpolate(view.get("train", []), step_flops), "train"
+            step = beside(view.get("train", []), flops_only.get("train", []), step_flops)
+            step_kind = "train"
         # per evaluation length: a length costs its figure and checks besides its FLOPs
-        per_length = interpolate(view.get(f"eval {protocol}", []), evaluation / lengths)
+        kind = f"eval {protocol}"
+        per_length = beside(view.get(kind, []), flops_only.get(kind, []), evaluation / lengths)
         evaluate = None if per_length is None else per_length * lengths * members
         starts = [s[0] if isinstance(s, list) else s for s in view.get("start", [])]
         start = sorted(starts)[len(starts) // 2] if starts else None
