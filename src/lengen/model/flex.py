@@ -22,8 +22,10 @@ FlexAttention backward, which scatters it with atomic adds on GPU (PyTorch PR #1
 ≥ 2.6): the gradient is not bit-for-bit deterministic there, unlike the SDPA paths.
 
 The first two lengths compile (3–9 s each on this project's CPU); the second compile makes the
-length dynamic, after which new lengths reuse it (bench warm-ups at 8,192 and 16,384 were within
-0.5 s of a timed pass).
+length dynamic, after which most new lengths reuse it (bench warm-ups at 8,192 and 16,384 were
+within 0.5 s of a timed pass), but not all: in tests/model/test_kernels.py's lengths 130, 256 and
+300 each compiled, 300's block mask having 3 blocks of 128 where the others had 2, and 400 then
+reused it (seen 2026-12-02; which changes of the mask recompile is torch's guard, not lengen's).
 """
 
 from __future__ import annotations
