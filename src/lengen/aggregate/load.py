@@ -35,18 +35,36 @@ DESCRIBED |= {"train_len": "data.len", "seed": "seed"}
 
 
 def identity(
-    config: dict, ignored: tuple[str, ...] = AVERAGED_MAY_DIFFER, *, _depth: int = 0
+    config: dict,
+    ignored: tuple[str, ...] = AVERAGED_MAY_DIFFER,
+    *,
+    near: Path | None = None,
+    _depth: int = 0,
 ) -> dict:
     """The flat config that identifies a configuration (``lengen.identity.measured_identity``),
-    ``init_from`` counted by the hash of the run it points to where that run can be found."""
-    return measured_identity(config, ignored, lambda init_from: _base_hash(init_from, _depth))
+    ``init_from`` counted by the hash of the run it points to where that run can be found
+    (``near``: the run's own folder, for a base run moved with it)."""
+    return measured_identity(config, ignored, lambda init_from: _base_hash(init_from, _depth, near))
 
 
-def _base_hash(init_from: str, depth: int) -> str | None:
+#: how many folders above a fine-tune a base run that moved with it is looked for
+MOVED_DEPTH = 3
+
+
+def _base_hash(init_from: str, depth: int, near: Path | None = None) -> str | None:
     """The configuration hash of the run ``init_from`` names (a run directory, or a checkpoint
     in one), or None where none is found or its config.yaml cannot be read; a chain of
-    fine-tunes is followed 8 runs deep."""
+    fine-tunes is followed 8 runs deep. Where the path is gone (a run copied into results/
+    from a scratch folder), a folder of the same name beside ``near`` or up to
+    ``MOVED_DEPTH`` folders above it stands for it: otherwise a recalibration's
+    configuration changed with the machine its base was trained on."""
     path = Path(init_from)
+    if not path.exists() and near is not None:
+        name = path.name if path.suffix != ".ckpt" else None
+        for above in [near, *near.parents][1 : MOVED_DEPTH + 1]:
+            if name and (above / name / CONFIG_NAME).is_file():
+                path = above / name
+                break
     for run_dir in [path] if path.is_dir() else [path.parent, path.parent.parent]:
         if depth < 8 and (run_dir / CONFIG_NAME).is_file():
             with contextlib.suppress(OSError, ValueError):
@@ -56,10 +74,14 @@ def _base_hash(init_from: str, depth: int) -> str | None:
 
 
 def config_hash(
-    config: dict, ignored: tuple[str, ...] = AVERAGED_MAY_DIFFER, *, _depth: int = 0
+    config: dict,
+    ignored: tuple[str, ...] = AVERAGED_MAY_DIFFER,
+    *,
+    near: Path | None = None,
+    _depth: int = 0,
 ) -> str:
     """sha256 (hex) of the canonical JSON of :func:`identity`."""
-    return digest(identity(config, ignored, _depth=_depth))
+    return digest(identity(config, ignored, near=near, _depth=_depth))
 
 
 def read_config(path: Path) -> dict:
@@ -252,7 +274,7 @@ def read_run(run: RunRecord, tag: str | None, min_accuracy: float) -> RunRecord:
                 run.config = OmegaConf.to_container(merged, resolve=True)
             except Exception as error:
                 return run.fail(f"cannot apply the tag's overrides ({error})")
-    run.config_hash = config_hash(run.config)
+    run.config_hash = config_hash(run.config, near=run.path)
     run.id_accuracy = in_distribution_accuracy(trained)
     if run.id_accuracy is not None:
         run.learned = run.id_accuracy >= min_accuracy

@@ -193,7 +193,7 @@ def label_run(run: RunRecord, label: str) -> RunRecord:
     if run.config is not None:
         run.config = {**run.config, "sweep": label}
         if run.config_hash is not None:
-            run.config_hash = config_hash(run.config)
+            run.config_hash = config_hash(run.config, near=run.path)
     return run
 
 
@@ -279,7 +279,7 @@ def summary_rows(summary: Summary) -> list[dict]:
                 "_n_learned": learned.count(True),
                 "_n_unchecked": learned.count(None),
                 "_length_unit": length_unit(rows[0]),
-                "_rank_hash": config_hash(run.config, (*AVERAGED_MAY_DIFFER, "pe")),
+                "_rank_hash": config_hash(run.config, (*AVERAGED_MAY_DIFFER, "pe"), near=run.path),
             }
         )
     named = ("task", "model", "pe")
