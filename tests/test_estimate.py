@@ -45,9 +45,20 @@ def test_a_size_above_every_measured_one_adds_its_extra_flops_at_the_fastest_rat
     assert interpolate([[1e9, 0.25], [2e9, 5.0]], 2e10) == pytest.approx(9.5)
 
 
-def test_a_size_below_every_measured_one_costs_the_smallest_time():
-    # small steps are bound by overheads, not FLOPs: no faster than the smallest seen
-    assert interpolate([[1e9, 0.2], [1e10, 1.0]], 1e6) == pytest.approx(0.2)
+def test_below_every_measured_size_the_smallest_ones_overhead_remains():
+    # 1e10 in 1 s is the fastest rate: of the smallest's 0.2 s, its 1e9 FLOPs at that rate
+    # (0.1 s) is compute and the rest overhead, which a smaller step still pays
+    assert interpolate([[1e9, 0.2], [1e10, 1.0]], 1e6) == pytest.approx(0.1 + 1e6 / 1e10)
+
+
+def test_below_a_smallest_size_at_the_fastest_rate_the_time_scales_with_the_flops():
+    # a 1-layer model 8x smaller than the 4-layer runs: FLOPs-bound as they are, not their floor
+    assert interpolate([[6e9, 0.099], [6.9e9, 0.147]], 7.5e8) == pytest.approx(0.099 / 8)
+
+
+def test_below_a_single_measured_size_its_time_is_a_floor():
+    # one size tells nothing of how much of its time is overhead
+    assert interpolate([[1e9, 0.2]], 1e6) == pytest.approx(0.2)
 
 
 def test_nothing_measured_gives_no_time():

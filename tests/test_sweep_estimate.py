@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from helpers import compose_train, run_train
@@ -137,3 +138,25 @@ def test_the_plan_keeps_each_runs_estimate_and_mechanism(sweep):
         "RoPE · DecoderOnly",
         "ALiBi · DecoderOnly",
     ]
+
+
+def test_a_run_estimate_reads_the_calibration_of_the_threads_its_job_will_use(
+    tmp_path, monkeypatch
+):
+    # hydra/launcher=local runs each job on one thread; the sweep's own process has more
+    from lengen.estimate import Estimate, machine_key
+
+    monkeypatch.setenv("LENGEN_CACHE_DIR", str(tmp_path))
+    cfg = compose_train()
+    OmegaConf.set_struct(cfg, False)
+    cfg.hydra = {"job": {"env_set": {"OMP_NUM_THREADS": "1"}}}
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        calibration = Estimate(tmp_path / "timings.json", machine_key("cpu", threads=1), "cpu")
+        calibration.record(1e3, 0.5, 1e3, 1.0, "teacher_forced", 1.0, load=0.0)
+        calibration.record(1e12, 0.5, 1e12, 1.0, "teacher_forced", 1.0, load=0.0)
+        parts, _ = sweep_estimate.run_parts(cfg)
+    finally:
+        torch.set_num_threads(before)
+    assert "steps" not in parts["guessed"]

@@ -199,9 +199,10 @@ def eval_flops(
     return float(sum(one(t) * (passes(t) if passes is not None else 1) for t in tokens))
 
 
-def machine_key(device: str, world_size: int = 1) -> str:
-    """What a calibration is valid for: the device type and model, torch's threads (CPU) and
-    the run's processes."""
+def machine_key(device: str, world_size: int = 1, threads: int | None = None) -> str:
+    """What a calibration is valid for: the device type and model, torch's threads (CPU;
+    ``threads``: those a run elsewhere will use, default this process's) and the run's
+    processes."""
     import torch
 
     from lengen.provenance import cpu_model
@@ -209,7 +210,7 @@ def machine_key(device: str, world_size: int = 1) -> str:
     if device == "cuda":
         name = torch.cuda.get_device_name()
     else:
-        threads = torch.get_num_threads()
+        threads = torch.get_num_threads() if threads is None else threads
         name = f"{cpu_model()} · {threads} thread{'s' * (threads != 1)}"
     return f"{device} · {name}" + (f" · {world_size} processes" if world_size > 1 else "")
 

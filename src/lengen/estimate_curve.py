@@ -13,8 +13,13 @@ def interpolate(observations: list, flops: float) -> float | None:
     over, and a median of such times once said 7m41s for a run that took 20 s; else between the
     two nearest around it, linear in log-log; above every one, the largest's time plus the FLOPs
     beyond it at the fastest rate measured (scaling the largest would multiply whatever slowed
-    it, load or overheads, by the size ratio); below every one, the smallest's time (a floor:
-    small sizes are bound by overheads, not FLOPs). None without observations."""
+    it, load or overheads, by the size ratio); below every one, the smallest's overhead plus the
+    FLOPs at the fastest rate: its time less the FLOPs it has beyond ``flops`` at that rate. A
+    smallest entry that runs far below the fastest rate is bound by overheads (a test-sized
+    run) and stays a floor; one that runs at it is bound by FLOPs, and a model 8x smaller takes
+    about 1/8 of its time (the former floor said 0.099 s a step for a 1-layer model that took
+    0.016 s: 33 min for 6). With one size measured, nothing tells its overhead from its FLOPs:
+    its time is the floor. None without observations."""
     fastest: dict[float, float] = {}  # each size measured: its fastest time (see above)
     for f, s, *_ in observations:
         if f > 0 and s > 0:
@@ -35,23 +40,35 @@ def interpolate(observations: list, flops: float) -> float | None:
         f0, s0 = below[-1]
         rate = max(f / s for f, s in pairs)  # FLOPs a second
         return s0 + (flops - f0) / rate
-    return above[0][1]
+    f1, s1 = above[0]
+    if len(pairs) == 1:
+        return s1
+    rate = max(f / s for f, s in pairs)  # FLOPs a second: s1 - f1 / rate >= 0 is overhead
+    return s1 - (f1 - flops) / rate
 
 
 def beside(own: list, general: list, flops: float) -> float | None:
     """Seconds at ``flops`` from a mechanism's own entries, read along the FLOPs-only curve
-    past their largest size: a mechanism measured only at small sizes (a test's evaluation,
-    bound by overheads) extrapolated at its own fastest rate once estimated a 3-minute
-    evaluation at 1 h 57 min and refused it. Past the largest own size F, the time is own(F) ×
-    general(flops) / general(F): the mechanism's cost relative to the FLOPs-only entries at F,
-    carried to ``flops``. Within the own entries' range, or without FLOPs-only entries past F,
-    ``interpolate`` of the own entries."""
+    past their largest size and below their smallest: a mechanism measured only at small sizes
+    (a test's evaluation, bound by overheads) extrapolated at its own fastest rate once
+    estimated a 3-minute evaluation at 1 h 57 min and refused it, and one measured only at
+    4 layers read a 1-layer model at the 4-layer runs' floor, 5x its time. Past the largest own
+    size F (or below the smallest), the time is own(F) × general(flops) / general(F): the
+    mechanism's cost relative to the FLOPs-only entries at F, carried to ``flops``. Within the
+    own entries' range, or without FLOPs-only entries beyond F on that side, ``interpolate`` of
+    the own entries (below every measured size: its overhead rule)."""
     sizes = [float(f) for f, s, *_ in own if f > 0 and s > 0]
-    top = max(sizes, default=0.0)
-    if not top or flops <= top * 1.1:
+    if not sizes:
         return interpolate(own, flops)
-    reach = [f for f, s, *_ in general if f > 0 and s > 0 and f > top * 1.1]
-    at_top, there = interpolate(general, top), interpolate(general, flops)
-    if not reach or not at_top or there is None:
+    top, bottom = max(sizes), min(sizes)
+    if flops > top * 1.1:
+        edge, past = top, lambda f: f > top * 1.1
+    elif flops < bottom / 1.1:
+        edge, past = bottom, lambda f: f < bottom / 1.1
+    else:
         return interpolate(own, flops)
-    return interpolate(own, top) * there / at_top
+    reach = [f for f, s, *_ in general if f > 0 and s > 0 and past(f)]
+    at_edge, there = interpolate(general, edge), interpolate(general, flops)
+    if not reach or not at_edge or there is None:
+        return interpolate(own, flops)
+    return interpolate(own, edge) * there / at_edge

@@ -3,8 +3,8 @@
 Before its first job, lengen's sweeper asks ``planned_runs`` for every run's estimate: each
 job's config is built as the pre-check builds one it does not know (``build(meta=True)``:
 shapes, no weights), and the machine's calibration (``lengen.estimate.Estimate``, keyed by the
-run's mechanism) turns its steps, FLOPs and evaluation into seconds, as the run's own line
-will. A pack's job is one estimate (steps × one pack step, plus every member's evaluation),
+run's mechanism and the threads the job will use, ``job_threads``) turns its steps, FLOPs and
+evaluation into seconds, as the run's own line will. A pack's job is one estimate (steps × one pack step, plus every member's evaluation),
 shared by its members. Configs that differ only in their seeds cost the same: built once.
 Building stops after ``BUDGET_SECONDS`` (a text corpus tokenised on first use, a thousand
 jobs): the runs not reached have no estimate, and the total says how many it covers.
@@ -46,6 +46,17 @@ def planned_device(cfg: DictConfig) -> tuple[str, int]:
     return device, max(1, processes)
 
 
+def job_threads(cfg: DictConfig) -> int | None:
+    """The torch threads a job of ``cfg`` will train with where its launcher sets them
+    (``hydra.job.env_set.OMP_NUM_THREADS``, which ``lengen.train.use_thread_setting`` applies
+    in the job: hydra/launcher=local's one thread per run); None: this process's, as its jobs
+    inherit them. The sweep's own process keeps torch's default (a thread per core), and its
+    estimates once read that machine's calibration instead of the jobs': a rough 13m14s for a
+    run whose own line, from the one-thread entries, said 33m06s."""
+    threads = str(OmegaConf.select(cfg, "hydra.job.env_set.OMP_NUM_THREADS", default="") or "")
+    return int(threads) if threads.isdigit() and int(threads) > 0 else None
+
+
 def run_parts(cfg: DictConfig, members: int | None = None) -> tuple[dict, str | None]:
     """(``Estimate.parts`` of one job, its mechanism): built on the meta device (shapes, no
     weights) and asked of this machine's calibration as the run asks it once built. ``members``:
@@ -64,7 +75,8 @@ def run_parts(cfg: DictConfig, members: int | None = None) -> tuple[dict, str | 
         data, model, lengths = build(cfg, meta=True)
     device, processes = planned_device(cfg)
     mechanism = mechanism_key(cfg)
-    estimate = Estimate(calibration_file(), machine_key(device, processes), device, mechanism)
+    machine = machine_key(device, processes, job_threads(cfg))
+    estimate = Estimate(calibration_file(), machine, device, mechanism)
     n_params = sum(p.numel() for p in model.parameters())
     sizes = (n_params, int(cfg.model.n_layers), int(cfg.model.d_model))
     step = train_step_flops(*sizes, data.batch_size, data.sequence_length(data.train_len))
