@@ -19,11 +19,14 @@
 #                member (scripts/bench_pack.py; "not available" where absent)
 #   mechanisms   step time and 8,192-token evaluation memory of the 2024-26 mechanisms vs RoPE
 #   functional   bf16 training of every encoding, flash, flex, greedy, ddp: with the time left
+#   recipes      RECIPES=1 only: the recipe runs, with what is left of BUDGET (scripts/device_recipes.sh;
+#                recipes.txt and recipes.tar.gz in $OUT); BUDGET=<n> RECIPES=1 bash scripts/device_run.sh
 #
 # Writes into $OUT (default results/device_run; at most 8 files, none in sub-folders):
 #   report.md, report.json   every check's verdict and values (device_check.py's report)
 #   summary.txt              the stages' exit status and seconds, then report.md
 #   device_run.tar.gz        every stage's log, every timing's JSON, env.txt
+#   recipes.txt, recipes.tar.gz   with RECIPES=1 (scripts/device_recipes.sh)
 # and prints summary.txt last. Exit status: 0 when no check failed, 1 otherwise.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -123,6 +126,10 @@ else
     stage mechanisms 80 'pin "$GPU_CORES"; check mechanisms "$WORK/check"'
     # the functional checks share the machine: 16 cases at once, 2 threads each
     stage functional 400 'OMP_NUM_THREADS=2 check bf16,flash,flex,greedy,ddp "$WORK/check" 16'
+fi
+if [ "${RECIPES:-0}" = 1 ]; then  # last: what the checks leave of the budget
+    stage recipes "$BUDGET" 'args=(); [ "$DRY" = 1 ] && args=(--dry-run); PYTHON="$PY" \
+        bash scripts/device_recipes.sh "${args[@]}"'
 fi
 
 # one report of both folders (the CPU stage's beside the others'), the archive, the summary
