@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -410,7 +411,7 @@ def distinguishing(runs: list[RunRecord], within: list[str], prefix: str = "") -
         )
     return {
         digest: ", ".join(
-            f"{key}={_show(configs[digest].get(key, 'null'))}"
+            f"{key}={_label(key, configs[digest].get(key, 'null'))}"
             for key in sorted(frame)
             if shown.at[digest, key]
             and key not in NAMED_KEYS
@@ -423,3 +424,17 @@ def distinguishing(runs: list[RunRecord], within: list[str], prefix: str = "") -
 
 def _show(value) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def _label(key: str, value) -> str:
+    """A settings cell's value; ``init_from`` as the run directory it starts from, seed-blind.
+
+    A configuration's first run stands for it, and each seed starts from its own seed's run, so
+    the full path named one seed's folder, in a scratch place that is gone once a sweep is
+    committed (``/tmp/…/passkey_…_seed0_7676…``); the directory's name with ``seed*`` names
+    the base configuration for every seed."""
+    if key != "init_from" or not isinstance(value, str):
+        return _show(value)
+    path = Path(value)
+    run = path.parent.parent if path.parent.name == "checkpoints" else path  # a run's checkpoint
+    return re.sub(r"_seed\d+_", "_seed*_", run.name)
