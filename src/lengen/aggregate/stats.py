@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
