@@ -53,10 +53,13 @@ def test_resume_auto_on_a_finished_run_returns_its_results(tmp_path):
     assert again["eval"] == first["eval"]
 
 
-def test_eval_refuses_a_checkpoint_trained_with_another_config(tmp_path):
+def test_eval_refuses_a_checkpoint_trained_with_another_config(tmp_path, finished_dir):
+    import shutil
+
     from lengen.reeval import evaluate_run
 
-    run(compose_train(*FAST), run_dir=tmp_path)
+    # a copy of the module's finished run (the same command): its config is changed below
+    tmp_path = Path(shutil.copytree(finished_dir, tmp_path / "run"))
     config = (tmp_path / "config.yaml").read_text()
     (tmp_path / "config.yaml").write_text(config.replace("name: rope", "name: alibi", 1))
     with pytest.raises(ConfigError, match=r"^run=.*trained with another config"):
@@ -81,12 +84,12 @@ def test_a_refused_command_creates_no_directory(tmp_path):
     assert not target.exists()
 
 
-def test_a_refused_command_leaves_a_finished_run_untouched(tmp_path):
-    run(compose_train(*FAST), run_dir=tmp_path)
-    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    result = run_train(*FAST, "pe=alibi", f"hydra.run.dir={tmp_path}")
+def test_a_refused_command_leaves_a_finished_run_untouched(finished_dir):
+    # the module's finished run (run(compose_train(*FAST)), as this test trained its own)
+    before = {p: p.read_bytes() for p in finished_dir.rglob("*") if p.is_file()}
+    result = run_train(*FAST, "pe=alibi", f"hydra.run.dir={finished_dir}")
     assert result.returncode == 2 and "already holds a finished run" in result.stderr
-    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert {p: p.read_bytes() for p in finished_dir.rglob("*") if p.is_file()} == before
 
 
 def test_resume_true_into_a_missing_directory_creates_nothing(tmp_path):
@@ -108,8 +111,15 @@ def test_a_seed_beyond_32_bits_names_the_key():
 
 
 def test_a_sweep_reruns_only_what_is_missing(tmp_path):
+    from lengen.identity import run_id
+
     sweep = ["-m", *FAST, "trainer.max_steps=2", f"hydra.sweep.dir={tmp_path}", "resume=auto"]
-    assert run_train(*sweep, "seed=0").returncode == 0
+    # seed 0 finished before: trained in this process (lengen.train.run, what train.py calls)
+    # into the folder the sweep names its job (configs/hydra/default.yaml's sweep.subdir), one
+    # train.py start fewer; were the name or the config not the sweep's, seed 0 would train again
+    cfg = compose_train(*FAST, "trainer.max_steps=2", "resume=auto", "seed=0")
+    name = f"{cfg.data.name}_{cfg.model.name}_{cfg.pe.name}_len{cfg.data.len}_seed0_{run_id(cfg)}"
+    run(cfg, run_dir=tmp_path / name)
     grown = run_train(*sweep, "seed=0,1")
     assert grown.returncode == 0, grown.stderr[-2000:]
     assert "2 runs (1 finished earlier, 1 trained)" in grown.stdout
