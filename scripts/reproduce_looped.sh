@@ -17,6 +17,8 @@
 #   TASKS="copy parity" bash scripts/reproduce_looped.sh        (a subset; allowed: copy, parity,
 #                                                              addition_reversed, addition)
 #   SEEDS=0 bash scripts/reproduce_looped.sh                    (other seeds; default 0,1,2)
+#   ARMS="looped depth" bash scripts/reproduce_looped.sh        (a subset of the arms; allowed:
+#                                                              looped, depth, params)
 #   DRY=1 bash scripts/reproduce_looped.sh                      (the commands and the sweep's
 #                                                              estimate; nothing runs or is written)
 set -euo pipefail
@@ -34,9 +36,20 @@ for task in $tasks; do
 done
 common=(experiment=looped_small data="${tasks// /,}" seed="$seeds" resume=auto
         hydra.sweep.dir="$sweep_dir" hydra/launcher=local)
+arms=${ARMS:-looped depth params}
+for arm in $arms; do
+    case $arm in
+        looped | depth | params) ;;
+        *) echo "error: ARMS: unknown arm '$arm'; allowed: looped, depth, params" >&2; exit 2 ;;
+    esac
+done
 unlooped=(model.loops=1 model.loop_rule=fixed)
-sweep "${common[@]}" "$@"                                        # looped
-sweep "${common[@]}" "${unlooped[@]}" model.n_layers=8 "$@"      # same depth, unlooped
-sweep "${common[@]}" "${unlooped[@]}" model.n_layers=1 "$@"      # same parameters, unlooped
+for arm in $arms; do
+    case $arm in
+        looped) sweep "${common[@]}" "$@" ;;                                     # looped
+        depth) sweep "${common[@]}" "${unlooped[@]}" model.n_layers=8 "$@" ;;    # same depth, unlooped
+        params) sweep "${common[@]}" "${unlooped[@]}" model.n_layers=1 "$@" ;;   # same parameters
+    esac
+done
 summarize "$sweep_dir"
 finish

@@ -189,6 +189,20 @@ def test_an_unknown_task_is_refused_in_one_line_and_nothing_runs(tmp_path):
     ]
 
 
+def test_arms_runs_only_the_arms_named(tmp_path):
+    found = jobs(recorded("reproduce_looped.sh", tmp_path, ARMS="looped depth", SEEDS="1,2")[0])
+    assert len(found) == len(set(found)) == 12  # 3 tasks x 2 arms x 2 seeds
+    assert {dict(job).get("model.n_layers") for job in found} == {None, 8}
+
+
+def test_an_unknown_arm_is_refused_in_one_line_and_nothing_runs(tmp_path):
+    calls, done = recorded("reproduce_looped.sh", tmp_path, ARMS="looped width")
+    assert done.returncode == 2 and calls == []
+    assert done.stderr.strip().splitlines() == [
+        "error: ARMS: unknown arm 'width'; allowed: looped, depth, params"
+    ]
+
+
 def test_a_printed_argument_that_needs_quotes_reads_back_as_it_was(tmp_path):
     argument = "eval.lengths=[8,16] it's"
     done = subprocess.run(["bash", "-c", f'source {SCRIPTS / "recipe_sweeps.sh"}; shown "" "$0"', argument],
