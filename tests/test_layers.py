@@ -22,7 +22,10 @@ LAYERS = (
     # below results, which writes atomically and records provenance; the errors every layer
     # raises; the process's signals and output streams
     ("atomic", "provenance", "errors", "process", "logs"),  # logs: which records reach output
-    ("estimate_entries", "estimate_curve"),  # which calibration entries are sound (finite, plausible)
+    (
+        "estimate_entries",
+        "estimate_curve",
+    ),  # which calibration entries are sound (finite, plausible)
     # section_shapes: the shape of results.json sections, read by aggregate and plots alike
     ("checks", "results", "measure", "caches", "lazy", "identity", "section_shapes"),
     # a run's expected time from the machine's calibration, keyed by mechanism (identity's

@@ -80,6 +80,14 @@ def test_member_results_say_it_trained_in_a_pack(fifty):
     assert recorded["train_steps"] == 50 and recorded["seed"] == 1
 
 
+def test_member_timing_is_the_packs_with_its_size(fifty):
+    members, packed, _, _ = fifty
+    timing = [json.loads((m / "results.json").read_text())["timing"] for m in members]
+    assert [t["members"] for t in timing] == [2, 2]
+    assert [t["steps"] for t in timing] == [50, 50]
+    assert timing[1]["fit_seconds"] >= timing[0]["fit_seconds"] > 0  # the first evaluated first
+
+
 def test_member_rows_equal_evaluation_of_its_checkpoint_by_eval_py(fifty):
     from lengen.reeval import evaluate_run
 

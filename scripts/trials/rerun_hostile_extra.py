@@ -48,8 +48,9 @@ from rerun_hostile import FAST, REF, first_line  # noqa: E402
 SCENARIOS = {**BASE, **extra_scenarios_files.SCENARIOS}
 #: keys of a results row that measure the machine, not the model
 TIMINGS = ("seconds", "peak_mem_mb", "batch_size")
-#: results keys that differ between an undisturbed and a resumed run by design
-BY_DESIGN = ("provenance", "resumed")
+#: results keys that differ between an undisturbed and a resumed run by design (timing: the
+#: machine's, and a resumed run's covers only its own process)
+BY_DESIGN = ("provenance", "resumed", "timing")
 #: data.cache's keys that say whether the cache was hit
 CACHE_HITS = ("hit", "tokenizer_hit")
 #: the prefixes of a step's moment that is no output line (``watch_moment``)

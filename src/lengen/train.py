@@ -38,16 +38,18 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
                 load_weights(model, base, "init_from")
             started_from = init_from_record(cfg, base)
         notes = position_warnings(model)
+        fitting = time.monotonic()
         trainer, lit, logger, timing = fit(
             cfg, model, data, directory, resumed, optim=checked.optim, lengths=lengths
         )
+        fit_seconds = time.monotonic() - fitting
         if not trainer.is_global_zero:
             return {}  # rank 0 evaluates and writes
         started = time.monotonic()
         results = evaluate_and_write(
             cfg, model, data, lengths, device=trainer.strategy.root_device, directory=directory,
             train_tokens=lit.train_tokens,
-            extra={**training_record(trainer, resumed, notes), **started_from},
+            extra={**training_record(trainer, resumed, notes, fit_seconds), **started_from},
             progress=evaluation_progress(cfg, directory),
         )  # fmt: skip
         if timing is not None:  # this machine's calibration learns from the run
@@ -221,8 +223,9 @@ def finish_logging(logger, results: dict, directory: RunDirectory) -> None:
         logger.finalize("success")
 
 
-def training_record(trainer, resumed, notes: list[str]) -> dict:
-    """What results.json records about training."""
+def training_record(trainer, resumed, notes: list[str], fit_seconds: float | None = None) -> dict:
+    """What results.json records about training; ``fit_seconds``: this process's wall time from
+    building the trainer to the saved last checkpoint."""
     from lengen.lit import CriterionStop
 
     stops = [c.record() for c in trainer.callbacks if isinstance(c, CriterionStop)]
@@ -233,6 +236,35 @@ def training_record(trainer, resumed, notes: list[str]) -> dict:
         "resumed": resumed is not None,
         "warnings": notes,
         "validation": dict(trainer.lightning_module.last_validation),
+        "timing": timing_record(trainer, fit_seconds),
+    }
+
+
+def timing_record(trainer, fit_seconds: float | None) -> dict:
+    """results.json's ``timing`` of a solo run (``timing_entry``) from its ``StepTimer``."""
+    from lengen.progress import StepTimer
+
+    timer = next((c for c in trainer.callbacks if isinstance(c, StepTimer)), None)
+    if timer is None:
+        return timing_entry(fit_seconds, 0, None, None)
+    return timing_entry(fit_seconds, timer.steps(), timer.step_seconds(), timer.mean_load())
+
+
+def timing_entry(
+    fit_seconds: float | None, steps: int, step_seconds: float | None, load: float | None, **more
+) -> dict:
+    """What a run's training cost, the figures a pilot sizes a recipe by: ``fit_seconds``, this
+    process's wall time from building the trainer to the saved last checkpoint (a resumed run:
+    since its checkpoint); ``steps`` timed and the mean ``step_seconds`` after the first (null
+    under ``MIN_TIMED_STEPS``); ``load``, the mean load per core while it trained
+    (``lengen.estimate.machine_load``), so a loaded machine's times read as such. The
+    evaluation's time is each row's ``seconds``."""
+    return {
+        "fit_seconds": None if fit_seconds is None else round(fit_seconds, 3),
+        "steps": steps,
+        "step_seconds": None if step_seconds is None else round(step_seconds, 6),
+        "load": None if load is None else round(load, 2),
+        **more,
     }
 
 

@@ -459,8 +459,14 @@ class PackRun:
         pack = {**self.pack, "index": member.index}
         first = member is self.members[0]
         timing = member_timing(member, self.device, self.timer, size, first, self.started)
+        from lengen.train import timing_entry
+
+        # the pack's cost, as far as this member: from the pack's start to the end of its
+        # training, the evaluations of members that finished before it included
+        cost = timing_entry(time.monotonic() - self.started, self.timer.steps(),
+                            self.timer.step_seconds(), self.timer.mean_load(), members=size)  # fmt: skip
         try:
-            self.outcomes[member.index] = member.finish(step, self.device, pack, timing)
+            self.outcomes[member.index] = member.finish(step, self.device, pack, timing, cost)
         except (ResultsWriteError, OSError) as error:  # its disk full: the others still finish
             self.leave(member, error)
 

@@ -204,8 +204,9 @@ class Member:
             ) from None
 
     # -- the end -----------------------------------------------------------------------------
-    def finish(self, step: int, device: torch.device, pack: dict, timing) -> dict:
-        """Evaluate the member's own model and write its results, as a solo run does."""
+    def finish(self, step: int, device: torch.device, pack: dict, timing, cost: dict) -> dict:
+        """Evaluate the member's own model and write its results, as a solo run does; ``cost``:
+        results.json's ``timing`` (the pack's, ``lengen.train.timing_entry``)."""
         from lengen.train import evaluate_and_write, evaluation_progress, finish_logging
 
         extra = {
@@ -215,6 +216,7 @@ class Member:
             "resumed": self.resumed is not None,
             "warnings": self.notes,
             "validation": dict(self.last_validation),
+            "timing": cost,
             "pack": pack,
             **self.started_from,
         }

@@ -7,22 +7,34 @@ member's evaluation is bounded by ``LENGEN_MAX_EVAL_HOURS`` as its solo run's
 from __future__ import annotations
 
 import inspect
+import math
 import time
 
 from lengen.pack.member import Member
+from lengen.progress import LOAD_EVERY, machine_load
 
 
 class PackTimer:
-    """``lengen.progress.StepTimer``'s clock for a pack: the seconds of a pack step."""
+    """``lengen.progress.StepTimer``'s clock for a pack: the seconds of a pack step, and the
+    machine's load every ``LOAD_EVERY`` seconds."""
 
     def __init__(self) -> None:
         self.first: tuple[int, float] | None = None
         self.last: tuple[int, float] | None = None
+        self.loads: list[float] = []
+        self._sampled = -math.inf
 
     def tick(self, step: int) -> None:
         now = (step, time.monotonic())
         self.first = self.first or now
         self.last = now
+        if now[1] - self._sampled >= LOAD_EVERY:
+            self.loads.append(machine_load())
+            self._sampled = now[1]
+
+    def mean_load(self) -> float | None:
+        """The mean load per core sampled while the pack trained; None before any step."""
+        return sum(self.loads) / len(self.loads) if self.loads else None
 
     def steps(self) -> int:
         return 0 if self.first is None else self.last[0] - self.first[0] + 1
