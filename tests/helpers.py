@@ -172,16 +172,48 @@ def _causal_only(pe: str) -> bool:
 def run_train(
     *arguments: str, cwd: Path | None = None, timeout: int = 300, one_thread: bool = False
 ) -> subprocess.CompletedProcess:
-    """``python train.py arguments…`` as a user runs it, output captured."""
+    """``python train.py arguments…`` as a user runs it, output captured: forked from a server
+    that imported torch and Lightning once under this environment (tests/forked_train.py), or,
+    with LENGEN_TESTS_FORK=0 or no server to spare, a process of its own."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"} if one_thread else os.environ.copy()
+    command = [sys.executable, str(ROOT / "train.py"), *arguments]
+    if os.environ.get("LENGEN_TESTS_FORK") != "0":
+        # pytest names the running test in the environment; nothing of lengen's reads it
+        own = {k: v for k, v in env.items() if k != "PYTEST_CURRENT_TEST"}
+        done = _run_forked(command, cwd or ROOT, timeout, own)
+        _trace("forked" if done is not None else "process")
+        if done is not None:
+            return done
     return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *arguments],
-        cwd=cwd or ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
+        command, cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout, env=env
     )
+
+
+def _trace(how: str) -> None:
+    """With LENGEN_TESTS_FORK_TRACE=<file>: one line per ``run_train`` case, how it ran (a
+    file several workers append to; docs/benchmarks.md, "Forked train.py")."""
+    if trace := os.environ.get("LENGEN_TESTS_FORK_TRACE"):
+        with open(trace, "a") as file:
+            file.write(f"{how} {os.environ.get('PYTEST_CURRENT_TEST', '').split(' ')[0]}\n")
+
+
+def _run_forked(command, cwd: Path, timeout: int, env) -> subprocess.CompletedProcess | None:
+    import tempfile
+
+    from forked_train import server_for
+
+    if (server := server_for(env)) is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="lengen-forked-") as folder:
+        stdout, stderr = Path(folder) / "stdout", Path(folder) / "stderr"
+        answer = server.run(command[2:], cwd, timeout, stdout, stderr)
+        if answer is None:
+            return None
+        if answer.get("timed_out"):
+            raise subprocess.TimeoutExpired(command, timeout)
+        # text as subprocess.run(text=True) decodes it: the locale's encoding, universal newlines
+        out, err = (p.read_text(encoding=None) if p.exists() else "" for p in (stdout, stderr))
+        return subprocess.CompletedProcess(command, answer["returncode"], out, err)
 
 
 def fresh_python(code: str) -> str:
